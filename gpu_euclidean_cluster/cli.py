@@ -1,0 +1,52 @@
+"""``gpu-euclidean-cluster``: one command, several sub-commands.
+
+Each sub-command lives in ``gpu_euclidean_cluster/commands/<name>.py`` and exposes
+``add_parser(subparsers)``, which registers its options and sets ``run`` (a function of the parsed
+arguments returning the exit status). Heavy imports (CuPy, rclpy, matplotlib) happen inside
+``run`` so that ``--help`` and the other sub-commands stay fast.
+
+Expected failures raise :class:`CommandError` (or ValueError/OSError from the library): the user
+sees one line, ``gpu-euclidean-cluster: error: <reason>``, and exit status 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from .commands import COMMANDS, CommandError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-euclidean-cluster",
+        description="GPU Euclidean cluster extraction for LiDAR point clouds.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.run(args) or 0)
+    except (CommandError, ValueError, OSError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

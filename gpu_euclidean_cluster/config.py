@@ -1,0 +1,97 @@
+"""Clustering configuration: the knobs of Euclidean cluster extraction and their validation.
+
+Shared by the library, the CLI and the ROS node so that every front end accepts and rejects
+exactly the same values with the same reasons.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+Method = Literal["vertex", "edge", "matrix"]
+Search = Literal["exhaustive", "range"]
+BackendName = Literal["auto", "cuda", "cpu"]
+
+METHODS: tuple[str, ...] = get_args(Method)
+SEARCHES: tuple[str, ...] = get_args(Search)
+BACKENDS: tuple[str, ...] = get_args(BackendName)
+
+#: Largest cluster size that means "no upper limit" (PCL's default is INT_MAX as well).
+UNLIMITED_CLUSTER_SIZE = 2**31 - 1
+
+#: Threads per block of the matrix-based method (the paper's ``b``): points merged by
+#: INITIAL_EC and labels per sub-matrix side. A multiple of 32 so a sub-matrix row is whole words.
+DEFAULT_MATRIX_BLOCK = 256
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the value and the reason."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """What to cluster with.
+
+    Attributes:
+        d_th: distance threshold in metres (PCL's ``cluster_tolerance``). Two points are neighbours
+            when their squared distance, computed in float32, is below ``d_th**2``.
+        method: GPU labelling method of Section 4 of the paper: ``vertex`` (4.1), ``edge`` (4.2)
+            or ``matrix`` (4.3).
+        search: neighbour search of Section 4.4: ``exhaustive`` (ES) or ``range`` (RS, voxel grid).
+        min_cluster_size: clusters with fewer points are labelled -1.
+        max_cluster_size: clusters with more points are labelled -1.
+        matrix_block: the matrix method's block size ``b`` (multiple of 32, at most 1024).
+    """
+
+    d_th: float = 0.5
+    method: Method = "matrix"
+    search: Search = "range"
+    min_cluster_size: int = 1
+    max_cluster_size: int = UNLIMITED_CLUSTER_SIZE
+    matrix_block: int = DEFAULT_MATRIX_BLOCK
+
+    def __post_init__(self) -> None:
+        for problem in config_problems(self):
+            raise ConfigError(problem)
+
+    def with_changes(self, **changes: object) -> ClusterConfig:
+        """A validated copy with ``changes`` applied (raises ConfigError, self unchanged)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def config_problems(config: ClusterConfig) -> list[str]:
+    """Every reason ``config`` is invalid, as human-readable sentences (empty when valid)."""
+    problems = []
+    d_th = config.d_th
+    if isinstance(d_th, bool) or not isinstance(d_th, (int, float)) or not math.isfinite(d_th):
+        problems.append(f"d_th must be a finite number of metres, got {d_th!r}")
+    elif d_th <= 0:
+        problems.append(f"d_th must be > 0 m, got {d_th}")
+    if config.method not in METHODS:
+        problems.append(f"unknown method {config.method!r}; expected one of {', '.join(METHODS)}")
+    if config.search not in SEARCHES:
+        problems.append(f"unknown search {config.search!r}; expected one of {', '.join(SEARCHES)}")
+    problems.extend(_size_problems(config.min_cluster_size, config.max_cluster_size))
+    block = config.matrix_block
+    if not _is_int(block) or block < 32 or block > 1024 or block % 32:
+        problems.append(f"matrix_block must be a multiple of 32 in [32, 1024], got {block!r}")
+    return problems
+
+
+def _size_problems(min_size: object, max_size: object) -> list[str]:
+    problems = []
+    if not _is_int(min_size) or min_size < 1:  # type: ignore[operator]
+        problems.append(f"min_cluster_size must be an integer >= 1, got {min_size!r}")
+    if not _is_int(max_size) or max_size < 1:  # type: ignore[operator]
+        problems.append(f"max_cluster_size must be an integer >= 1, got {max_size!r}")
+    if not problems and min_size > max_size:  # type: ignore[operator]
+        problems.append(
+            f"min_cluster_size ({min_size}) must not exceed max_cluster_size ({max_size})"
+        )
+    return problems
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

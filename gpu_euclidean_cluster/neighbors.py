@@ -1,0 +1,124 @@
+"""Neighbour search on the CPU: every pair closer than ``d_th``, as an edge set with ``i < j``.
+
+The neighbour rule is PCL's: the squared distance, computed in float32 as
+``((dx*dx) + (dy*dy)) + (dz*dz)`` with each operation rounded, is below ``float32(d_th**2)``.
+The CUDA kernels evaluate the same expression with the same rounding (no fused multiply-add).
+
+Two searches, as in Section 4.4 of the paper: exhaustive search (ES) over all pairs, in blocks, and
+range search (RS) over the 27 voxels around each point of the :class:`VoxelGrid`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from .voxel_grid import VoxelGrid, build_voxel_grid
+
+#: Candidate pairs evaluated per vectorised step (bounds the working memory to ~200 MB).
+CHUNK_PAIRS = 1 << 23
+
+#: The 13 neighbour offsets with a positive first non-zero component: with the voxel itself,
+#: each unordered pair of adjacent voxels is visited once.
+FORWARD_OFFSETS = np.array(
+    [
+        (dx, dy, dz)
+        for dz in (-1, 0, 1)
+        for dy in (-1, 0, 1)
+        for dx in (-1, 0, 1)
+        if (dz, dy, dx) > (0, 0, 0)
+    ],
+    dtype=np.int64,
+)
+
+
+def threshold_sq(d_th: float) -> np.float32:
+    """``d_th²`` as the float32 the comparison uses (squared in double, as PCL does)."""
+    return np.float32(np.float64(d_th) ** 2)
+
+
+def squared_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise float32 squared distances, summed in x, y, z order with float32 rounding."""
+    d = np.subtract(a, b, dtype=np.float32)
+    return (d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]) + d[:, 2] * d[:, 2]
+
+
+def exhaustive_edges(points: np.ndarray, d_th: float) -> np.ndarray:
+    """ES: compare every pair ``i < j``; returns an (E, 2) int32 edge set."""
+    n = len(points)
+    thr = threshold_sq(d_th)
+    rows = max(1, CHUNK_PAIRS // max(n, 1))
+    parts = []
+    for start in range(0, n, rows):
+        i = np.arange(start, min(start + rows, n))
+        d = np.subtract(points[i, None, :], points[None, :, :], dtype=np.float32)
+        sq = (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
+        hit_i, hit_j = np.nonzero((sq < thr) & (np.arange(n)[None, :] > i[:, None]))
+        parts.append(np.stack((i[hit_i], hit_j), axis=1))
+    return _concat_edges(parts)
+
+
+def range_edges(points: np.ndarray, d_th: float, grid: VoxelGrid | None = None) -> np.ndarray:
+    """RS: compare only pairs in the same or adjacent voxels; returns an (E, 2) int32 edge set."""
+    grid = grid or build_voxel_grid(points, d_th)
+    thr = threshold_sq(d_th)
+    parts = []
+    for a, b in _candidate_pairs(grid):
+        hit = squared_distance(points[a], points[b]) < thr
+        a, b = a[hit], b[hit]
+        parts.append(np.stack((np.minimum(a, b), np.maximum(a, b)), axis=1))
+    return _concat_edges(parts)
+
+
+def _candidate_pairs(grid: VoxelGrid) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Point index pairs of each voxel with itself (a < b) and with its forward neighbours."""
+    counts = np.diff(grid.starts)
+    voxels = np.arange(len(counts))
+    # Pairs inside one voxel.
+    yield from _pairs_between(grid, voxels, voxels, counts, counts, same_voxel=True)
+    # Pairs between a voxel and each of its 13 forward neighbours.
+    coords = grid.point_voxels[grid.pid[grid.starts[:-1]]]
+    for offset in FORWARD_OFFSETS:
+        other = coords + offset
+        inside = np.all((other >= 0) & (other < grid.dims), axis=1)
+        found = np.full(len(voxels), -1, dtype=np.int64)
+        found[inside] = grid.find(grid.linear_id(other[inside]))
+        src = np.flatnonzero(found >= 0)
+        dst = found[src]
+        yield from _pairs_between(grid, src, dst, counts[src], counts[dst], same_voxel=False)
+
+
+def _pairs_between(
+    grid: VoxelGrid,
+    src: np.ndarray,
+    dst: np.ndarray,
+    src_count: np.ndarray,
+    dst_count: np.ndarray,
+    same_voxel: bool,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """All (point of src voxel, point of dst voxel) pairs, chunked, as point indices."""
+    sizes = src_count * dst_count
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    first = 0
+    while first < len(sizes):
+        # Take voxel pairs until the chunk holds CHUNK_PAIRS candidates (at least one pair).
+        last = max(first + 1, int(np.searchsorted(bounds, bounds[first] + CHUNK_PAIRS, "right")) - 1)
+        last = min(last, len(sizes))
+        sel = np.arange(first, last)
+        reps = sizes[sel]
+        owner = np.repeat(sel, reps)
+        k = np.arange(int(reps.sum())) - np.repeat(bounds[sel] - bounds[first], reps)
+        a_pos = grid.starts[src[owner]] + k // dst_count[owner]
+        b_pos = grid.starts[dst[owner]] + k % dst_count[owner]
+        if same_voxel:
+            keep = a_pos < b_pos
+            a_pos, b_pos = a_pos[keep], b_pos[keep]
+        yield grid.pid[a_pos], grid.pid[b_pos]
+        first = last
+
+
+def _concat_edges(parts: list[np.ndarray]) -> np.ndarray:
+    if not parts:
+        return np.empty((0, 2), dtype=np.int32)
+    return np.concatenate(parts).astype(np.int32, copy=False).reshape(-1, 2)

@@ -1,0 +1,51 @@
+"""ament_python package: builds with colcon in a ROS 2 workspace and installs with pip."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "gpu_euclidean_cluster"
+
+ROS_WHEELS = [
+    "ros-rclpy",
+    "ros-sensor-msgs",
+    "ros-visualization-msgs",
+    "ros-diagnostic-msgs",
+    "ros-std-srvs",
+    "ros-rmw-fastrtps-cpp",
+]
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    description="GPU Euclidean cluster extraction for LiDAR point clouds, with a ROS 2 node",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(exclude=["test", "test.*"]),
+    package_data={PACKAGE: ["cuda/kernels/*.cu", "cuda/kernels/*.cuh"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+    ],
+    install_requires=["numpy>=1.22", "scipy>=1.8", "matplotlib>=3.5", "rosbags>=0.9.16"],
+    extras_require={
+        # CuPy wheels are per CUDA major version: cupy-cuda12x for CUDA 12 drivers/toolkits,
+        # cupy-cuda13x for CUDA 13. Install the one matching `nvidia-smi` instead of this extra
+        # when your driver is CUDA 13: pip install cupy-cuda13x.
+        "gpu": ["cupy-cuda12x>=13"],
+        "ros": ROS_WHEELS,
+        "test": ["pytest>=7", "ruff>=0.4"],
+    },
+    zip_safe=True,
+    entry_points={
+        "console_scripts": [
+            "gpu-euclidean-cluster = gpu_euclidean_cluster.cli:main",
+            "euclidean_cluster_node = gpu_euclidean_cluster.ros.node:main",
+            "replay = gpu_euclidean_cluster.ros.replay:main",
+        ],
+    },
+)
