@@ -1,0 +1,58 @@
+"""Memory need of the matrix-based method (Section 4.3), checked before anything is allocated.
+
+The method keeps an adjacency matrix ``M`` over the |R| labels left after INITIAL_EC, and
+UPDATE (Algorithm 6) builds ``M'`` while ``M`` still exists. We store one bit per entry (rows padded
+to whole 32-bit words) instead of the paper's ``int``, a 32-fold saving; the need is still
+quadratic in |R|, the limit the paper itself admits (Section 6).
+"""
+
+from __future__ import annotations
+
+
+class MatrixMemoryError(MemoryError):
+    """The matrix method's adjacency matrices do not fit in the free GPU memory."""
+
+    def __init__(self, num_labels: int, need_bytes: int, free_bytes: int) -> None:
+        super().__init__(
+            f"matrix method needs {format_bytes(need_bytes)} of GPU memory for the adjacency "
+            f"matrices over |R| = {num_labels} labels, but only {format_bytes(free_bytes)} is "
+            "free; use method 'vertex' or 'edge', or a smaller cloud"
+        )
+        self.num_labels = num_labels
+        self.need_bytes = need_bytes
+        self.free_bytes = free_bytes
+
+
+def matrix_row_words(num_labels: int) -> int:
+    """32-bit words per row of a bit-packed |R| x |R| matrix."""
+    return (num_labels + 31) // 32
+
+
+def matrix_bytes(num_labels: int) -> int:
+    """Bytes of one bit-packed adjacency matrix over ``num_labels`` labels."""
+    return num_labels * matrix_row_words(num_labels) * 4
+
+
+def matrix_bytes_needed(num_labels: int) -> int:
+    """Peak bytes of the matrices: ``M`` and, during UPDATE, ``M'`` of at most the same size."""
+    return 2 * matrix_bytes(num_labels)
+
+
+def check_matrix_memory(num_labels: int, free_bytes: int) -> int:
+    """Return the need in bytes, or raise :class:`MatrixMemoryError` if it exceeds ``free_bytes``."""
+    need = matrix_bytes_needed(num_labels)
+    if need > free_bytes:
+        raise MatrixMemoryError(num_labels, need, free_bytes)
+    return need
+
+
+def format_bytes(count: int) -> str:
+    """``count`` bytes in a readable binary unit (e.g. ``1.5 GiB``)."""
+    if count < 1024:
+        return f"{count} B"
+    value = count / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
