@@ -39,7 +39,7 @@ def matrix_bytes_needed(num_labels: int) -> int:
 
 
 def check_matrix_memory(num_labels: int, free_bytes: int) -> int:
-    """Return the need in bytes, or raise :class:`MatrixMemoryError` if it exceeds ``free_bytes``."""
+    """The need in bytes; raises :class:`MatrixMemoryError` when it exceeds ``free_bytes``."""
     need = matrix_bytes_needed(num_labels)
     if need > free_bytes:
         raise MatrixMemoryError(num_labels, need, free_bytes)

@@ -103,7 +103,8 @@ def _pairs_between(
     first = 0
     while first < len(sizes):
         # Take voxel pairs until the chunk holds CHUNK_PAIRS candidates (at least one pair).
-        last = max(first + 1, int(np.searchsorted(bounds, bounds[first] + CHUNK_PAIRS, "right")) - 1)
+        fits = int(np.searchsorted(bounds, bounds[first] + CHUNK_PAIRS, "right")) - 1
+        last = max(first + 1, fits)
         last = min(last, len(sizes))
         sel = np.arange(first, last)
         reps = sizes[sel]

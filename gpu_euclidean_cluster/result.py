@@ -70,7 +70,7 @@ class ClusterResult:
     def summary(self) -> dict[str, Any]:
         """A JSON-ready dictionary of everything but the per-point labels."""
         return {
-            "points": int(len(self.labels)),
+            "points": len(self.labels),
             "clusters": self.num_clusters,
             "components": self.num_components,
             "method": self.method,

@@ -1,0 +1,112 @@
+// Shared device code: the float32 neighbour rule and the two neighbour searches of Section 4.4.
+//
+// The neighbour rule must equal PCL's bit for bit: dx, dy, dz rounded to float32, then
+// ((dx*dx) + (dy*dy)) + (dz*dz) with every product and sum rounded separately. The module is
+// compiled with --fmad=false and the intrinsics below make the rounding explicit as well.
+
+typedef long long i64;
+
+struct GridParams {
+    double origin_x, origin_y, origin_z;  // minimum corner of the bounding box
+    double inv_cell;                      // 1 / voxel side
+    i64 dim_x, dim_y, dim_z;              // voxels per axis
+};
+
+// Kernels take the grid as scalar arguments (GRID_ARGS) and rebuild the struct (GRID).
+#define GRID_ARGS double ox, double oy, double oz, double inv_cell, i64 nx, i64 ny, i64 nz
+#define GRID GridParams{ox, oy, oz, inv_cell, nx, ny, nz}
+
+__device__ __forceinline__ float3 load_point(const float* __restrict__ P, int i) {
+    return make_float3(P[3 * i], P[3 * i + 1], P[3 * i + 2]);
+}
+
+__device__ __forceinline__ float squared_distance(float3 a, float3 b) {
+    float dx = __fsub_rn(a.x, b.x);
+    float dy = __fsub_rn(a.y, b.y);
+    float dz = __fsub_rn(a.z, b.z);
+    return __fadd_rn(__fadd_rn(__fmul_rn(dx, dx), __fmul_rn(dy, dy)), __fmul_rn(dz, dz));
+}
+
+__device__ __forceinline__ i64 voxel_coord(float v, double origin, double inv_cell) {
+    return (i64)floor(((double)v - origin) * inv_cell);
+}
+
+__device__ __forceinline__ i64 voxel_id(i64 x, i64 y, i64 z, const GridParams& g) {
+    return x + g.dim_x * (y + g.dim_y * z);
+}
+
+// Index of the first entry of the sorted array V[0..k) that is >= key.
+__device__ __forceinline__ int lower_bound(const i64* __restrict__ V, int k, i64 key) {
+    int lo = 0, hi = k;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        if (V[mid] < key) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+#define ES_TILE 256
+
+// Exhaustive search (ES): thread i visits every j != i with d(P[i], P[j]) below the threshold.
+// Points are staged through shared memory one tile at a time; all threads of the block take part
+// in the loads, so it must be called by the whole block (blockDim.x == ES_TILE). Tiles before
+// first_tile are skipped (the edge set only needs j > i).
+template <class Visit>
+__device__ void exhaustive_search(const float* __restrict__ P, int n, float thr_sq, int i,
+                                  int first_tile, Visit& visit) {
+    __shared__ float3 tile[ES_TILE];
+    const bool active = i < n;
+    const float3 p = active ? load_point(P, i) : make_float3(0.f, 0.f, 0.f);
+    for (int base = first_tile * ES_TILE; base < n; base += ES_TILE) {
+        const int j = base + threadIdx.x;
+        if (j < n) tile[threadIdx.x] = load_point(P, j);
+        __syncthreads();
+        const int count = min(ES_TILE, n - base);
+        if (active) {
+            for (int t = 0; t < count; ++t) {
+                const int jj = base + t;
+                if (jj != i && squared_distance(p, tile[t]) < thr_sq) visit(jj);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Range search (RS) on the voxel grid of Algorithm 7: the point at sorted position t (original
+// index pid[t], coordinates SP[t]) visits every j != pid[t] in the 27 voxels around its own that
+// is below the threshold. The three voxels along x of one (y, z) row have consecutive ids, so one
+// binary search in V finds all three.
+template <class Visit>
+__device__ void range_search(const float* __restrict__ SP, const int* __restrict__ pid,
+                             const i64* __restrict__ V, const int* __restrict__ S, int k,
+                             const GridParams& g, float thr_sq, int t, Visit& visit) {
+    const float3 p = load_point(SP, t);
+    const int i = pid[t];
+    const i64 cx = voxel_coord(p.x, g.origin_x, g.inv_cell);
+    const i64 cy = voxel_coord(p.y, g.origin_y, g.inv_cell);
+    const i64 cz = voxel_coord(p.z, g.origin_z, g.inv_cell);
+    const i64 x_lo = cx > 0 ? cx - 1 : 0;
+    const i64 x_hi = cx + 1 < g.dim_x ? cx + 1 : g.dim_x - 1;
+    for (i64 z = cz - 1; z <= cz + 1; ++z) {
+        if (z < 0 || z >= g.dim_z) continue;
+        for (i64 y = cy - 1; y <= cy + 1; ++y) {
+            if (y < 0 || y >= g.dim_y) continue;
+            const i64 last = voxel_id(x_hi, y, z, g);
+            for (int v = lower_bound(V, k, voxel_id(x_lo, y, z, g)); v < k && V[v] <= last; ++v) {
+                for (int s = S[v]; s < S[v + 1]; ++s) {
+                    const int j = pid[s];
+                    if (j != i && squared_distance(p, load_point(SP, s)) < thr_sq) visit(j);
+                }
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void set_bit(unsigned int* M, size_t words_per_row, int row, int col) {
+    atomicOr(&M[(size_t)row * words_per_row + (col >> 5)], 1u << (col & 31));
+}
+
+__device__ __forceinline__ bool get_bit(const unsigned int* M, size_t words_per_row, int row,
+                                        int col) {
+    return (M[(size_t)row * words_per_row + (col >> 5)] >> (col & 31)) & 1u;
+}
