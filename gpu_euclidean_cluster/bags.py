@@ -1,0 +1,385 @@
+"""ROS-free reading and writing of point-cloud bags with ``rosbags``.
+
+Reading: ROS 1 ``.bag`` files and ROS 2 bags (a directory with ``metadata.yaml``, or a single
+``.db3``/``.mcap`` file) through :class:`PointCloudBag`, which yields every
+``sensor_msgs/msg/PointCloud2`` message as ROS 2 CDR bytes. ROS 2 messages are passed through as
+stored (no copy of the payload); ROS 1 messages are converted at byte level by
+``Typestore.ros1_to_cdr``, which drops ``header.seq``.
+
+Writing: :func:`write_pointcloud_bag` stores structured NumPy point arrays as PointCloud2 messages
+in a ROS 1 bag or a ROS 2 bag (sqlite3 or MCAP storage). :func:`autoware_points` builds the
+Autoware-style point layout (``x y z intensity`` float32, ``ring`` uint16).
+
+Every expected failure (missing path, unknown format, corrupt or truncated bag, missing topic,
+wrong message type) raises :class:`BagError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from rosbags.highlevel import AnyReader, AnyReaderError
+from rosbags.interfaces import Connection
+from rosbags.rosbag1 import ReaderError as Ros1ReaderError
+from rosbags.rosbag1 import Writer as Ros1Writer
+from rosbags.rosbag1 import WriterError as Ros1WriterError
+from rosbags.rosbag2 import ReaderError as Ros2ReaderError
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Ros2Writer
+from rosbags.rosbag2 import WriterError as Ros2WriterError
+from rosbags.serde import SerdeError
+from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys.store import Typestore
+
+POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
+"""Message type name (rosbags spelling) of the only type these bags carry for us."""
+
+STORAGES = ("ros1", "sqlite3", "mcap")
+"""Bag storages :func:`write_pointcloud_bag` can produce."""
+
+DEFAULT_TOPIC = "/points_raw"
+DEFAULT_FRAME_ID = "velodyne"
+
+ROS2_SUFFIXES = (".db3", ".mcap")
+_READ_ERRORS = (
+    AnyReaderError,
+    Ros1ReaderError,
+    Ros2ReaderError,
+    SerdeError,
+    sqlite3.Error,
+    struct.error,
+    EOFError,
+    KeyError,
+    ValueError,
+)
+
+# sensor_msgs/PointField datatype constants, keyed by NumPy dtype (little endian).
+_POINTFIELD_TYPES = {
+    np.dtype("int8"): 1,
+    np.dtype("uint8"): 2,
+    np.dtype("<i2"): 3,
+    np.dtype("<u2"): 4,
+    np.dtype("<i4"): 5,
+    np.dtype("<u4"): 6,
+    np.dtype("<f4"): 7,
+    np.dtype("<f8"): 8,
+}
+
+AUTOWARE_DTYPE = np.dtype(
+    [("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"), ("ring", "<u2")]
+)
+"""Autoware ``/points_raw`` layout: x y z intensity float32 and ring uint16, packed."""
+
+
+class BagError(ValueError):
+    """A bag cannot be read or written; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class BagTopic:
+    """One topic of a bag: its name, message type and message count."""
+
+    name: str
+    msgtype: str
+    count: int
+
+
+@dataclass(frozen=True)
+class BagMessage:
+    """One PointCloud2 message: topic, receive timestamp (ns) and ROS 2 CDR bytes."""
+
+    topic: str
+    timestamp_ns: int
+    cdr: bytes
+
+
+def _ros2_typestore() -> Typestore:
+    return get_typestore(Stores.ROS2_HUMBLE)
+
+
+def check_bag_path(path: Path) -> bool:
+    """Validate that ``path`` looks like a bag; return True for ROS 1, False for ROS 2.
+
+    Raises:
+        BagError: the path is missing or is not a ROS 1 ``.bag``, a ROS 2 bag directory or a
+            ``.db3``/``.mcap`` file.
+    """
+    if not path.exists():
+        raise BagError(f"bag not found: {path}")
+    if path.is_dir():
+        if not (path / "metadata.yaml").is_file():
+            raise BagError(f"not a ROS 2 bag directory (no metadata.yaml): {path}")
+        return False
+    if path.suffix == ".bag":
+        return True
+    if path.suffix in ROS2_SUFFIXES:
+        return False
+    raise BagError(
+        f"unknown bag format: {path} (expected a ROS 1 .bag file, a ROS 2 bag directory "
+        "or a .db3/.mcap file)"
+    )
+
+
+class PointCloudBag:
+    """A bag opened for reading its PointCloud2 topics; use as a context manager.
+
+    Args:
+        path: ROS 1 ``.bag`` file, ROS 2 bag directory, or ROS 2 ``.db3``/``.mcap`` file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.is_ros1 = check_bag_path(self.path)
+        self._reader: AnyReader | None = None
+        self._cdr_store = _ros2_typestore()
+
+    def __enter__(self) -> PointCloudBag:
+        try:
+            reader = AnyReader([self.path], default_typestore=self._cdr_store)
+            reader.open()
+        except _READ_ERRORS as error:
+            raise self._corrupt(error) from None
+        self._reader = reader
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def _corrupt(self, error: BaseException) -> BagError:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        return BagError(f"corrupt or truncated bag {self.path}: {reason}")
+
+    @property
+    def reader(self) -> AnyReader:
+        if self._reader is None:
+            raise RuntimeError("PointCloudBag is not open; use it in a with statement")
+        return self._reader
+
+    @property
+    def topics(self) -> dict[str, BagTopic]:
+        """All topics of the bag by name."""
+        return {
+            name: BagTopic(name, info.msgtype or "<mixed types>", info.msgcount)
+            for name, info in self.reader.topics.items()
+        }
+
+    @property
+    def start_ns(self) -> int:
+        """Timestamp of the earliest message (ns)."""
+        return self.reader.start_time
+
+    @property
+    def end_ns(self) -> int:
+        """Timestamp just after the latest message (ns)."""
+        return self.reader.end_time
+
+    def select_topics(self, requested: Sequence[str] | None = None) -> list[str]:
+        """Validate the topics to read; default: every PointCloud2 topic.
+
+        Raises:
+            BagError: a requested topic is absent (the message lists those present), a requested
+                topic is not PointCloud2, or the bag holds no PointCloud2 topic at all.
+        """
+        topics = self.topics
+        listing = ", ".join(f"{t.name} ({t.msgtype})" for t in topics.values()) or "none"
+        if not requested:
+            chosen = [name for name, topic in topics.items() if topic.msgtype == POINTCLOUD2]
+            if not chosen:
+                raise BagError(f"no {POINTCLOUD2} topic in {self.path}; topics: {listing}")
+            return chosen
+        for name in requested:
+            if name not in topics:
+                raise BagError(f"topic {name} is not in {self.path}; topics: {listing}")
+            if topics[name].msgtype != POINTCLOUD2:
+                raise BagError(f"topic {name} has type {topics[name].msgtype}, not {POINTCLOUD2}")
+        return list(dict.fromkeys(requested))
+
+    def messages(
+        self,
+        topics: Sequence[str],
+        start_ns: int | None = None,
+        stop_ns: int | None = None,
+    ) -> Iterator[BagMessage]:
+        """Yield the messages of ``topics`` in time order, as ROS 2 CDR bytes.
+
+        Args:
+            topics: topic names, validated by :meth:`select_topics`.
+            start_ns: first timestamp to yield (inclusive), default the bag start.
+            stop_ns: timestamp to stop before (exclusive), default the bag end.
+
+        Raises:
+            BagError: the bag turns out corrupt or truncated while reading.
+        """
+        wanted = set(topics)
+        connections = [c for c in self.reader.connections if c.topic in wanted]
+        if not connections:
+            return
+        iterator = self.reader.messages(connections, start=start_ns, stop=stop_ns)
+        while True:
+            try:
+                connection, timestamp, raw = next(iterator)
+                cdr = self._to_cdr(connection, raw)
+            except StopIteration:
+                return
+            except _READ_ERRORS as error:
+                raise self._corrupt(error) from None
+            yield BagMessage(connection.topic, timestamp, cdr)
+
+    def _to_cdr(self, connection: Connection, raw: bytes | memoryview) -> bytes:
+        if self.is_ros1:
+            # Byte-level conversion; the ROS 2 Header definition makes it skip header.seq.
+            return bytes(self._cdr_store.ros1_to_cdr(raw, connection.msgtype))
+        return raw if isinstance(raw, bytes) else bytes(raw)
+
+
+def ring_from_elevation(xyz: np.ndarray, elevations_deg: Sequence[float]) -> np.ndarray:
+    """Ring index of each point: the beam (sorted by elevation, 0 = lowest) nearest its elevation.
+
+    Args:
+        xyz: (N, 3) points in the sensor frame.
+        elevations_deg: the sensor's beam elevation angles in degrees, any order.
+    """
+    xyz = np.asarray(xyz, dtype=np.float64)
+    table = np.sort(np.asarray(elevations_deg, dtype=np.float64))
+    if table.size == 0:
+        raise ValueError("ring_from_elevation needs at least one beam elevation")
+    elevation = np.degrees(np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1])))
+    upper = np.clip(np.searchsorted(table, elevation), 1, max(table.size - 1, 1))
+    lower = upper - 1
+    nearer_upper = np.abs(table[upper] - elevation) < np.abs(elevation - table[lower])
+    ring = np.where(nearer_upper, upper, lower) if table.size > 1 else np.zeros_like(lower)
+    return ring.astype(np.uint16)
+
+
+def autoware_points(xyz: np.ndarray, intensity: np.ndarray, ring: np.ndarray) -> np.ndarray:
+    """Pack points into :data:`AUTOWARE_DTYPE` (x y z intensity float32, ring uint16)."""
+    xyz = np.asarray(xyz)
+    if xyz.ndim != 2 or xyz.shape[1] != 3:
+        raise ValueError(f"points must have shape (N, 3), got {xyz.shape}")
+    n = xyz.shape[0]
+    intensity = np.asarray(intensity)
+    ring = np.asarray(ring)
+    if intensity.shape != (n,) or ring.shape != (n,):
+        raise ValueError(
+            f"intensity {intensity.shape} and ring {ring.shape} must both have shape ({n},)"
+        )
+    points = np.empty(n, dtype=AUTOWARE_DTYPE)
+    points["x"], points["y"], points["z"] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
+    points["intensity"] = intensity
+    points["ring"] = ring
+    return points
+
+
+def pointcloud2_message(
+    typestore: Typestore, points: np.ndarray, stamp_ns: int, frame_id: str
+) -> object:
+    """Build a rosbags PointCloud2 message (unorganised cloud) from a structured array.
+
+    ``typestore`` selects ROS 1 (header with ``seq``) or ROS 2 message classes.
+    """
+    if points.dtype.names is None:
+        raise ValueError("points must be a structured array with named fields")
+    types = typestore.types
+    point_field = types["sensor_msgs/msg/PointField"]
+    fields = []
+    for name in points.dtype.names:
+        dtype, offset = points.dtype.fields[name][:2]
+        base = dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype
+        if base not in _POINTFIELD_TYPES or dtype.shape:
+            raise ValueError(f"field {name!r} has unsupported dtype {dtype}")
+        fields.append(point_field(name, offset, _POINTFIELD_TYPES[base], 1))
+    little = points.astype(points.dtype.newbyteorder("<"), copy=False)
+    data = np.frombuffer(np.ascontiguousarray(little).tobytes(), dtype=np.uint8)
+    stamp = types["builtin_interfaces/msg/Time"](
+        sec=int(stamp_ns // 1_000_000_000), nanosec=int(stamp_ns % 1_000_000_000)
+    )
+    header_type = types["std_msgs/msg/Header"]
+    if "seq" in header_type.__dataclass_fields__:
+        header = header_type(seq=0, stamp=stamp, frame_id=frame_id)
+    else:
+        header = header_type(stamp=stamp, frame_id=frame_id)
+    return types[POINTCLOUD2](
+        header=header,
+        height=1,
+        width=points.shape[0],
+        fields=fields,
+        is_bigendian=False,
+        point_step=points.dtype.itemsize,
+        row_step=points.dtype.itemsize * points.shape[0],
+        data=data,
+        is_dense=False,
+    )
+
+
+def write_pointcloud_bag(
+    path: str | Path,
+    frames: Iterable[tuple[int, np.ndarray]],
+    *,
+    storage: str = "sqlite3",
+    topic: str = DEFAULT_TOPIC,
+    frame_id: str = DEFAULT_FRAME_ID,
+) -> int:
+    """Write frames ``(stamp_ns, structured points)`` as PointCloud2 messages; return the count.
+
+    Each message's bag timestamp equals its header stamp.
+
+    Args:
+        path: output ``.bag`` file (``storage="ros1"``) or ROS 2 bag directory; must not exist.
+        frames: iterable of (stamp in ns, structured array such as :func:`autoware_points`).
+        storage: ``ros1``, ``sqlite3`` or ``mcap``.
+        topic: topic name.
+        frame_id: ``header.frame_id`` of every message.
+
+    Raises:
+        BagError: unknown storage, or the path exists already.
+    """
+    path = Path(path)
+    if storage not in STORAGES:
+        raise BagError(f"unknown bag storage {storage!r}; choose one of {', '.join(STORAGES)}")
+    if path.exists():
+        raise BagError(f"{path} exists already; not overwriting")
+    if storage == "ros1":
+        return _write_ros1(path, frames, topic, frame_id)
+    return _write_ros2(path, frames, storage, topic, frame_id)
+
+
+def _write_ros1(
+    path: Path, frames: Iterable[tuple[int, np.ndarray]], topic: str, frame_id: str
+) -> int:
+    typestore = get_typestore(Stores.ROS1_NOETIC)
+    count = 0
+    try:
+        with Ros1Writer(path) as writer:
+            connection = writer.add_connection(topic, POINTCLOUD2, typestore=typestore)
+            for stamp_ns, points in frames:
+                message = pointcloud2_message(typestore, points, stamp_ns, frame_id)
+                writer.write(connection, stamp_ns, typestore.serialize_ros1(message, POINTCLOUD2))
+                count += 1
+    except Ros1WriterError as error:
+        raise BagError(f"cannot write {path}: {error}") from None
+    return count
+
+
+def _write_ros2(
+    path: Path, frames: Iterable[tuple[int, np.ndarray]], storage: str, topic: str, frame_id: str
+) -> int:
+    typestore = _ros2_typestore()
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    count = 0
+    try:
+        with Ros2Writer(path, version=Ros2Writer.VERSION_LATEST, storage_plugin=plugin) as writer:
+            connection = writer.add_connection(topic, POINTCLOUD2, typestore=typestore)
+            for stamp_ns, points in frames:
+                message = pointcloud2_message(typestore, points, stamp_ns, frame_id)
+                writer.write(connection, stamp_ns, typestore.serialize_cdr(message, POINTCLOUD2))
+                count += 1
+    except Ros2WriterError as error:
+        raise BagError(f"cannot write {path}: {error}") from None
+    return count

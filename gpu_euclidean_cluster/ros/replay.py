@@ -1,0 +1,366 @@
+"""Replay PointCloud2 topics of a ROS 1 or ROS 2 bag with their recorded timing.
+
+Console script ``replay BAG`` (``ros2 run gpu_euclidean_cluster replay BAG`` in a workspace) and
+``gpu-euclidean-cluster replay BAG``; the options are defined in
+``gpu_euclidean_cluster.commands.replay``.
+
+Messages are published as serialized CDR: ROS 2 bags already hold CDR, so the stored bytes go to
+``Publisher.publish`` unchanged (no copy of the point payload); ROS 1 messages are converted at
+byte level (``header.seq`` dropped) by :class:`gpu_euclidean_cluster.bags.PointCloudBag`.
+
+Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
+timestamp; the lag is how late the publish call returns after that target. ``/clock`` (optional)
+carries the bag time of the playback clock, for nodes with ``use_sim_time``.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import rclpy
+from rclpy.context import Context
+from rclpy.node import Node
+from rclpy.publisher import Publisher
+from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import PointCloud2
+
+from ..bags import BagError, BagMessage, PointCloudBag
+
+NS_PER_S = 1_000_000_000
+RELIABILITY = {
+    "reliable": QoSReliabilityPolicy.RELIABLE,
+    "best-effort": QoSReliabilityPolicy.BEST_EFFORT,
+}
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What to replay and how (see ``gpu-euclidean-cluster replay --help``)."""
+
+    bag: Path
+    rate: float = 1.0
+    loop: bool = False
+    start_s: float = 0.0
+    duration_s: float | None = None
+    topics: tuple[str, ...] = ()
+    remap: dict[str, str] = field(default_factory=dict)
+    qos_reliability: str = "reliable"
+    qos_depth: int = 10
+    clock_hz: float = 0.0
+    wait_for_subscribers_s: float = 0.0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate) and self.rate > 0):
+            raise ValueError(f"--rate must be a positive number, got {self.rate}")
+        if not (math.isfinite(self.start_s) and self.start_s >= 0):
+            raise ValueError(f"--start must be >= 0 seconds, got {self.start_s}")
+        if self.duration_s is not None and not (
+            math.isfinite(self.duration_s) and self.duration_s > 0
+        ):
+            raise ValueError(f"--duration must be > 0 seconds, got {self.duration_s}")
+        if self.qos_reliability not in RELIABILITY:
+            raise ValueError(
+                f"unknown QoS reliability {self.qos_reliability!r}; "
+                f"choose {' or '.join(RELIABILITY)}"
+            )
+        if self.qos_depth < 1:
+            raise ValueError(f"--qos-depth must be >= 1, got {self.qos_depth}")
+        if not (math.isfinite(self.clock_hz) and self.clock_hz >= 0):
+            raise ValueError(f"--clock must be >= 0 Hz, got {self.clock_hz}")
+        if self.wait_for_subscribers_s < 0:
+            raise ValueError("--wait-for-subscribers must be >= 0 seconds")
+
+
+@dataclass
+class ReplayStats:
+    """Counters of one replay run."""
+
+    frames: int = 0
+    passes: int = 0
+    elapsed_s: float = 0.0
+    lag_sum_s: float = 0.0
+    lag_max_s: float = 0.0
+    interrupted: bool = False
+
+    def record(self, lag_s: float) -> None:
+        self.frames += 1
+        self.lag_sum_s += lag_s
+        self.lag_max_s = max(self.lag_max_s, lag_s)
+
+    @property
+    def rate_hz(self) -> float:
+        """Frames per second of wall time achieved so far."""
+        return self.frames / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def mean_lag_ms(self) -> float:
+        return 1e3 * self.lag_sum_s / self.frames if self.frames else 0.0
+
+    def summary(self) -> str:
+        state = "stopped by user" if self.interrupted else "done"
+        return (
+            f"replay {state}: {self.frames} frames in {self.elapsed_s:.2f} s "
+            f"({self.rate_hz:.1f} Hz, {self.passes} pass(es)), "
+            f"lag mean {self.mean_lag_ms:.1f} ms max {1e3 * self.lag_max_s:.1f} ms"
+        )
+
+
+def parse_remaps(items: Sequence[str]) -> dict[str, str]:
+    """Parse ``OLD:=NEW`` remap arguments into a mapping.
+
+    Raises:
+        ValueError: an item lacks ``:=`` or has an empty side.
+    """
+    remaps: dict[str, str] = {}
+    for item in items:
+        old, sep, new = item.partition(":=")
+        if not sep or not old or not new:
+            raise ValueError(f"bad remap {item!r}: expected OLD:=NEW, e.g. /points_raw:=/points")
+        remaps[old] = new
+    return remaps
+
+
+class ProgressBar:
+    """One status line (frame count, achieved rate, lag) redrawn in place on a terminal."""
+
+    WIDTH = 24
+    PERIOD_S = 0.1
+
+    def __init__(self, stream: TextIO, total: int | None, enabled: bool) -> None:
+        self.stream = stream
+        self.total = total
+        self.enabled = enabled and stream.isatty()
+        self._last = 0.0
+
+    def update(self, stats: ReplayStats, lag_s: float, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self._last < self.PERIOD_S):
+            return
+        self._last = now
+        if self.total:
+            done = stats.frames - (stats.passes - 1) * self.total
+            filled = int(self.WIDTH * min(done, self.total) / self.total)
+            bar = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{self.total}"
+        else:
+            bar = f"{stats.frames}"
+        self.stream.write(
+            f"\r{bar} frames  pass {stats.passes}  {stats.rate_hz:5.1f} Hz  "
+            f"lag {1e3 * lag_s:6.1f} ms "
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class BagPlayer:
+    """Publishes the PointCloud2 messages of an open bag through ``node`` on a timed schedule."""
+
+    def __init__(self, node: Node, bag: PointCloudBag, options: ReplayOptions) -> None:
+        self.node = node
+        self.bag = bag
+        self.options = options
+        self.topics = bag.select_topics(options.topics)
+        unknown = sorted(set(options.remap) - set(self.topics))
+        if unknown:
+            raise BagError(
+                f"cannot remap {', '.join(unknown)}: not replayed (replayed topics: "
+                f"{', '.join(self.topics)})"
+            )
+        self.start_ns = bag.start_ns + round(options.start_s * NS_PER_S)
+        if self.start_ns >= bag.end_ns:
+            length = (bag.end_ns - bag.start_ns) / NS_PER_S
+            raise BagError(
+                f"--start {options.start_s} s is past the end of the bag ({length:.3f} s long)"
+            )
+        self.stop_ns = (
+            None
+            if options.duration_s is None
+            else self.start_ns + round(options.duration_s * NS_PER_S)
+        )
+        qos = QoSProfile(
+            history=QoSHistoryPolicy.KEEP_LAST,
+            depth=options.qos_depth,
+            reliability=RELIABILITY[options.qos_reliability],
+            durability=QoSDurabilityPolicy.VOLATILE,
+        )
+        self.publishers: dict[str, Publisher] = {
+            topic: node.create_publisher(PointCloud2, options.remap.get(topic, topic), qos)
+            for topic in self.topics
+        }
+        self.clock_publisher = (
+            node.create_publisher(Clock, "/clock", 10) if options.clock_hz > 0 else None
+        )
+        self._wall_start = 0.0
+
+    def output_topics(self) -> list[str]:
+        """Topic names as published (after remapping)."""
+        return [publisher.topic_name for publisher in self.publishers.values()]
+
+    def wait_for_subscribers(self, stop: threading.Event) -> bool:
+        """Wait up to ``wait_for_subscribers_s`` until every topic has a subscriber."""
+        deadline = time.monotonic() + self.options.wait_for_subscribers_s
+        while not stop.is_set():
+            if all(p.get_subscription_count() > 0 for p in self.publishers.values()):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            stop.wait(0.05)
+        return False
+
+    def play(self, stop: threading.Event, stream: TextIO = sys.stderr) -> ReplayStats:
+        """Replay (once, or until ``stop`` with ``loop``); return the statistics."""
+        stats = ReplayStats()
+        total = self._frames_per_pass()
+        progress = ProgressBar(stream, total, self.options.progress)
+        wall_first = time.monotonic()
+        lag = 0.0
+        try:
+            while not stop.is_set():
+                stats.passes += 1
+                self._wall_start = time.monotonic()
+                for message in self.bag.messages(self.topics, self.start_ns, self.stop_ns):
+                    target = self._wall_start + (message.timestamp_ns - self.start_ns) / (
+                        self.options.rate * NS_PER_S
+                    )
+                    if not self._sleep_until(target, stop):
+                        break
+                    self._publish(message)
+                    lag = max(0.0, time.monotonic() - target)
+                    stats.record(lag)
+                    stats.elapsed_s = time.monotonic() - wall_first
+                    progress.update(stats, lag)
+                if not self.options.loop:
+                    break
+        finally:
+            stats.elapsed_s = time.monotonic() - wall_first
+            stats.interrupted = stop.is_set()
+            progress.update(stats, lag, force=True)
+            progress.close()
+        return stats
+
+    def _frames_per_pass(self) -> int:
+        if self.options.start_s == 0 and self.options.duration_s is None:
+            return sum(self.bag.topics[t].count for t in self.topics)
+        return sum(1 for _ in self.bag.messages(self.topics, self.start_ns, self.stop_ns))
+
+    def _publish(self, message: BagMessage) -> None:
+        self.publishers[message.topic].publish(message.cdr)
+
+    def bag_time_ns(self) -> int:
+        """Bag time of the playback clock now."""
+        elapsed = time.monotonic() - self._wall_start
+        return self.start_ns + round(elapsed * self.options.rate * NS_PER_S)
+
+    def _publish_clock(self) -> None:
+        if self.clock_publisher is None:
+            return
+        now = self.bag_time_ns()
+        clock = Clock()
+        clock.clock.sec, clock.clock.nanosec = divmod(now, NS_PER_S)
+        self.clock_publisher.publish(clock)
+
+    def _sleep_until(self, target: float, stop: threading.Event) -> bool:
+        """Sleep until monotonic time ``target``, publishing /clock; False when stopped."""
+        period = 1.0 / self.options.clock_hz if self.clock_publisher else math.inf
+        while True:
+            self._publish_clock()
+            remaining = target - time.monotonic()
+            if remaining <= 0:
+                return not stop.is_set()
+            if stop.wait(min(remaining, period)):
+                return False
+
+
+def replay_bag(
+    options: ReplayOptions,
+    stop: threading.Event | None = None,
+    *,
+    context: Context | None = None,
+    stream: TextIO = sys.stderr,
+) -> ReplayStats:
+    """Open the bag, create a ``replay`` node in a fresh rclpy context and play it.
+
+    Args:
+        options: what to replay.
+        stop: set it (from another thread or a signal handler) to stop; a fresh event if None.
+        context: an uninitialised rclpy context to use; a new one if None.
+        stream: where the progress bar and messages go.
+
+    Raises:
+        BagError: bad bag, topic or remap (before anything is published).
+    """
+    stop = stop or threading.Event()
+    context = context or Context()
+    with PointCloudBag(options.bag) as bag:
+        rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+        try:
+            node = rclpy.create_node("replay", context=context)
+            player = BagPlayer(node, bag, options)
+            print(
+                f"replaying {', '.join(player.topics)} -> {', '.join(player.output_topics())} "
+                f"from {options.bag} at rate {options.rate:g}"
+                + (" (loop)" if options.loop else ""),
+                file=stream,
+            )
+            waited = options.wait_for_subscribers_s
+            if waited > 0 and not player.wait_for_subscribers(stop) and not stop.is_set():
+                print(f"no subscriber after {waited:g} s; replaying anyway", file=stream)
+            return player.play(stop, stream)
+        finally:
+            context.try_shutdown()
+
+
+def run(options: ReplayOptions) -> int:
+    """Replay in the main thread; SIGINT and SIGTERM stop it cleanly. Returns the exit status."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stats = replay_bag(options, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(stats.summary(), file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``replay``: same options as ``gpu-euclidean-cluster replay``."""
+    import argparse
+
+    from ..commands import CommandError
+    from ..commands.replay import add_arguments, options_from_args
+
+    parser = argparse.ArgumentParser(
+        prog="replay", description="Replay PointCloud2 topics of a ROS 1 or ROS 2 bag."
+    )
+    add_arguments(parser)
+    if argv is None:
+        argv = rclpy.utilities.remove_ros_args(sys.argv)[1:]
+    args = parser.parse_args(argv)
+    try:
+        return run(options_from_args(args))
+    except (CommandError, ValueError, OSError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
