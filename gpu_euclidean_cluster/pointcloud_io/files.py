@@ -1,0 +1,34 @@
+"""Opening files with errors that name the path and say what went wrong, on one line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def file_size(path: str | Path) -> int:
+    """Size in bytes of the regular file at ``path``.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        OSError: ``path`` is a directory or cannot be accessed.
+    """
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except OSError as error:
+        raise OSError(f"{path}: cannot access: {error.strerror or error}") from None
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory, not a point cloud file")
+    return stat.st_size
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The whole content of ``path`` (errors as :func:`file_size`)."""
+    file_size(path)
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except OSError as error:
+        raise OSError(f"{path}: cannot read: {error.strerror or error}") from None
