@@ -1,8 +1,185 @@
-"""Placeholder for the `cluster` sub-command; replaced by its real implementation."""
+"""``gpu-euclidean-cluster cluster FILE``: cluster one point cloud file and report the result.
+
+Prints a human summary (points, clusters, largest sizes, backend, per-stage timings) or, with
+``--json``, exactly one JSON object on stdout; ``--labels-out`` writes the int32 labels, one per
+point of the file in file order, as raw little-endian ``np.int32`` (read back with
+``np.fromfile(path, np.int32)``).
+
+Option values are checked here rather than by argparse so that every bad value gives the
+one-line error of ``cli.main`` (argparse would add its usage text).
+"""
+
+from __future__ import annotations
 
 import argparse
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..config import BACKENDS, METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE
+from ..pointcloud_io import FORMATS
+from . import CommandError
+
+if TYPE_CHECKING:
+    from ..config import ClusterConfig
+    from ..pointcloud_io import Cloud
+    from ..result import ClusterResult
+
+LARGEST_SHOWN = 10
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("cluster", help="(not implemented yet)")
-    parser.set_defaults(run=lambda args: 1)
+    """Register ``cluster`` and its options."""
+    parser = subparsers.add_parser(
+        "cluster",
+        help="cluster one point cloud file (KITTI .bin, nuScenes .pcd.bin, PCD, .npy)",
+        description="Euclidean cluster extraction of one point cloud file.",
+    )
+    parser.add_argument("file", metavar="FILE", help="point cloud file")
+    parser.add_argument(
+        "--format",
+        metavar="{" + ",".join(FORMATS) + "}",
+        help="file format (default: from the name: .pcd.bin nuscenes, .bin kitti, .pcd, .npy)",
+    )
+    parser.add_argument("--d-th", default="0.5", metavar="M", help="distance threshold in m (0.5)")
+    parser.add_argument(
+        "--method", default="matrix", metavar="{" + ",".join(METHODS) + "}",
+        help="labelling method (matrix)",
+    )
+    parser.add_argument(
+        "--search", default="range", metavar="{" + ",".join(SEARCHES) + "}",
+        help="neighbour search: exhaustive or voxel-grid range search (range)",
+    )
+    parser.add_argument(
+        "--backend", default="auto", metavar="{" + ",".join(BACKENDS) + "}",
+        help="cuda, cpu, or auto: CUDA when CuPy sees a device (auto)",
+    )
+    parser.add_argument(
+        "--min-cluster-size", default="1", metavar="N", help="smaller clusters get label -1 (1)"
+    )
+    parser.add_argument(
+        "--max-cluster-size", default=None, metavar="N",
+        help="larger clusters get label -1 (unlimited)",
+    )
+    parser.add_argument(
+        "--labels-out", metavar="PATH", help="write the labels as raw int32, one per point"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, cluster, report; expected failures raise CommandError/ValueError/OSError."""
+    from ..clusterer import EuclideanClusterer
+    from ..matrix_memory import MatrixMemoryError
+    from ..pointcloud_io import detect_format, load_points
+
+    config = config_from_args(args)
+    fmt = args.format or detect_format(args.file)
+    if fmt not in FORMATS:
+        raise CommandError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if args.labels_out:
+        check_writable(args.labels_out)
+    cloud = load_points(args.file, fmt)
+    clusterer = EuclideanClusterer(config, backend=args.backend)
+    try:
+        result = clusterer.cluster(cloud.xyz)
+    except MatrixMemoryError as error:
+        raise CommandError(str(error)) from None
+    if args.labels_out:
+        write_labels(args.labels_out, result.labels)
+    report = build_report(args, fmt, config, cloud, result)
+    print(json.dumps(report) if args.json else format_report(report))
+    return 0
+
+
+def config_from_args(args: argparse.Namespace) -> ClusterConfig:
+    """The validated ClusterConfig the options describe (ConfigError names a bad value)."""
+    from ..config import ClusterConfig
+
+    try:
+        d_th = float(args.d_th)
+    except ValueError:
+        raise CommandError(f"--d-th must be a number of metres, got {args.d_th!r}") from None
+    max_size = args.max_cluster_size
+    return ClusterConfig(
+        d_th=d_th,
+        method=args.method,
+        search=args.search,
+        min_cluster_size=_integer(args.min_cluster_size, "--min-cluster-size"),
+        max_cluster_size=(
+            UNLIMITED_CLUSTER_SIZE if max_size is None else _integer(max_size, "--max-cluster-size")
+        ),
+    )
+
+
+def _integer(text: str, option: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"{option} must be an integer, got {text!r}") from None
+
+
+def check_writable(path: str) -> None:
+    """Fail before clustering when ``path`` cannot be created (missing folder, a directory)."""
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise CommandError(f"{path}: cannot write the labels: no folder {folder}")
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: cannot write the labels: is a directory")
+
+
+def write_labels(path: str, labels: Any) -> None:
+    """Write ``labels`` as raw little-endian int32."""
+    import numpy as np
+
+    try:
+        np.asarray(labels).astype("<i4", copy=False).tofile(path)
+    except OSError as error:
+        raise OSError(f"{path}: cannot write the labels: {error.strerror or error}") from None
+
+
+def build_report(
+    args: argparse.Namespace,
+    fmt: str,
+    config: ClusterConfig,
+    cloud: Cloud,
+    result: ClusterResult,
+) -> dict[str, Any]:
+    """ClusterResult.summary() plus what was read and asked for."""
+    report = result.summary()
+    report.update(
+        file=args.file,
+        format=fmt,
+        finite_points=int(cloud.finite_mask().sum()),
+        d_th=config.d_th,
+        min_cluster_size=config.min_cluster_size,
+        max_cluster_size=(
+            None if config.max_cluster_size == UNLIMITED_CLUSTER_SIZE else config.max_cluster_size
+        ),
+        labels_out=args.labels_out,
+    )
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The human summary of a report made by :func:`build_report`."""
+    sizes = report["cluster_sizes"]
+    largest = " ".join(str(s) for s in sizes[:LARGEST_SHOWN])
+    if len(sizes) > LARGEST_SHOWN:
+        largest += " ..."
+    max_size = report["max_cluster_size"] or "unlimited"
+    timings = ", ".join(f"{stage} {ms:.2f}" for stage, ms in report["timings_ms"].items())
+    lines = [
+        f"file      {report['file']} ({report['format']})",
+        f"points    {report['points']} ({report['finite_points']} finite)",
+        f"clusters  {report['clusters']} at d_th {report['d_th']:g} m, "
+        f"sizes {report['min_cluster_size']}..{max_size}",
+        f"largest   {largest or '-'}",
+        f"backend   {report['backend']} ({report['device']}), method {report['method']}, "
+        f"search {report['search']}",
+        f"timings   ms: {timings}",
+    ]
+    if report["labels_out"]:
+        lines.append(f"labels    {report['labels_out']} (int32, {report['points']} values)")
+    return "\n".join(lines)
