@@ -1,0 +1,310 @@
+"""A NumPy codec for sensor_msgs/PointCloud2 payloads, free of ROS.
+
+It works on a field description plus bytes (:class:`RawCloud`), so rclpy messages, rosbags
+messages and synthetic test clouds all go through the same code. Everything is vectorised: any
+``point_step`` (padding included), any field order, row padding (``row_step > width *
+point_step``), little- or big-endian data, and organised (``height > 1``) clouds.
+
+    >>> cloud = from_message(msg)                 # duck-typed: rclpy or rosbags PointCloud2
+    >>> xyz = read_xyz(cloud)                     # (height * width, 3) float array
+    >>> out = append_fields(cloud, {"cluster_id": labels, "rgb": colours})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# sensor_msgs/PointField datatype constants.
+INT8, UINT8, INT16, UINT16, INT32, UINT32, FLOAT32, FLOAT64 = range(1, 9)
+
+#: PointField datatype -> NumPy scalar type (byte order applied separately).
+DATATYPES: dict[int, np.dtype] = {
+    INT8: np.dtype(np.int8),
+    UINT8: np.dtype(np.uint8),
+    INT16: np.dtype(np.int16),
+    UINT16: np.dtype(np.uint16),
+    INT32: np.dtype(np.int32),
+    UINT32: np.dtype(np.uint32),
+    FLOAT32: np.dtype(np.float32),
+    FLOAT64: np.dtype(np.float64),
+}
+_DATATYPE_OF = {dtype: code for code, dtype in DATATYPES.items()}
+
+XYZ = ("x", "y", "z")
+
+
+class PointCloud2Error(ValueError):
+    """A cloud cannot be decoded.
+
+    ``kind`` groups the reasons for diagnostics: ``malformed``, ``missing_fields`` or
+    ``unsupported``.
+    """
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Field:
+    """One sensor_msgs/PointField: ``count`` values of ``datatype`` at byte ``offset``."""
+
+    name: str
+    offset: int
+    datatype: int
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class RawCloud:
+    """A PointCloud2 without its header: layout description plus the raw bytes."""
+
+    fields: tuple[Field, ...]
+    height: int
+    width: int
+    point_step: int
+    row_step: int
+    data: bytes | bytearray | memoryview | np.ndarray
+    is_bigendian: bool = False
+    is_dense: bool = False
+
+    @property
+    def num_points(self) -> int:
+        """``height * width``."""
+        return self.height * self.width
+
+    def field(self, name: str) -> Field | None:
+        """The field called ``name``, or None."""
+        return next((f for f in self.fields if f.name == name), None)
+
+
+def from_message(msg: Any) -> RawCloud:
+    """A :class:`RawCloud` of any PointCloud2-like object (rclpy or rosbags message).
+
+    The data buffer is shared, not copied.
+    """
+    fields = tuple(
+        Field(str(f.name), int(f.offset), int(f.datatype), int(f.count)) for f in msg.fields
+    )
+    return RawCloud(
+        fields=fields,
+        height=int(msg.height),
+        width=int(msg.width),
+        point_step=int(msg.point_step),
+        row_step=int(msg.row_step),
+        data=msg.data,
+        is_bigendian=bool(msg.is_bigendian),
+        is_dense=bool(msg.is_dense),
+    )
+
+
+def check_layout(cloud: RawCloud) -> None:
+    """Raise :class:`PointCloud2Error` naming the first inconsistency of ``cloud``'s layout."""
+    if cloud.height < 0 or cloud.width < 0:
+        raise PointCloud2Error("malformed", f"negative size {cloud.height} x {cloud.width}")
+    if cloud.num_points == 0:
+        return
+    if cloud.point_step <= 0:
+        raise PointCloud2Error(
+            "malformed", f"point_step is {cloud.point_step} for a non-empty cloud"
+        )
+    if cloud.row_step < cloud.width * cloud.point_step:
+        raise PointCloud2Error(
+            "malformed",
+            f"row_step {cloud.row_step} < width {cloud.width} * point_step {cloud.point_step}",
+        )
+    size = _buffer_size(cloud.data)
+    if size < cloud.row_step * cloud.height:
+        raise PointCloud2Error(
+            "malformed",
+            f"data has {size} bytes, fewer than row_step {cloud.row_step} * height "
+            f"{cloud.height} = {cloud.row_step * cloud.height}",
+        )
+    names = [f.name for f in cloud.fields]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise PointCloud2Error("malformed", f"duplicate field names {duplicates}")
+
+
+def point_bytes(cloud: RawCloud) -> np.ndarray:
+    """The points as a (height * width, point_step) uint8 array, row padding removed.
+
+    Shares ``cloud.data`` when rows are not padded.
+    """
+    check_layout(cloud)
+    if cloud.num_points == 0:
+        return np.empty((0, max(cloud.point_step, 0)), dtype=np.uint8)
+    raw = np.frombuffer(cloud.data, dtype=np.uint8, count=cloud.row_step * cloud.height)
+    rows = raw.reshape(cloud.height, cloud.row_step)[:, : cloud.width * cloud.point_step]
+    return rows.reshape(cloud.num_points, cloud.point_step)
+
+
+def read_fields(cloud: RawCloud, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """Decode the named fields into native-byte-order arrays, one row per point.
+
+    Fields with ``count == 1`` give shape (N,), others (N, count).
+
+    Raises:
+        PointCloud2Error: a malformed layout, a missing field (kind ``missing_fields``), or a field
+            whose datatype is unknown or that does not fit in ``point_step``.
+    """
+    names = list(names)
+    missing = [n for n in names if cloud.field(n) is None]
+    if missing:
+        present = ", ".join(f.name for f in cloud.fields) or "none"
+        raise PointCloud2Error(
+            "missing_fields", f"missing field(s) {', '.join(missing)} (cloud has: {present})"
+        )
+    points = point_bytes(cloud)
+    return {name: _decode(points, cloud, cloud.field(name)) for name in names}  # type: ignore[arg-type]
+
+
+def read_xyz(cloud: RawCloud) -> np.ndarray:
+    """The (N, 3) coordinates; float64 if any of x, y, z is float64, else float32."""
+    columns = read_fields(cloud, XYZ)
+    for name, column in columns.items():
+        if column.ndim != 1:
+            raise PointCloud2Error(
+                "unsupported", f"field {name} has count {column.shape[1]}, not 1"
+            )
+    dtype = np.result_type(np.float32, *(c.dtype for c in columns.values()))
+    xyz = np.empty((cloud.num_points, 3), dtype=dtype)
+    for axis, name in enumerate(XYZ):
+        xyz[:, axis] = columns[name]
+    return xyz
+
+
+def append_fields(cloud: RawCloud, columns: Mapping[str, np.ndarray]) -> RawCloud:
+    """``cloud`` with every original field's bytes kept and ``columns`` appended to each point.
+
+    Each column is a (N,) array of a PointField datatype; it is written in the cloud's byte order
+    at an offset aligned to its size after the original ``point_step``. An original field with the
+    same name as a new column is dropped from the description (its bytes stay, as padding), so
+    that names stay unique. Organised clouds keep their height and width; rows are not padded.
+    """
+    points = point_bytes(cloud)
+    n = cloud.num_points
+    fields = [f for f in cloud.fields if f.name not in columns]
+    offset = max(cloud.point_step, _fields_end(cloud.fields))
+    placed = []
+    for name, column in columns.items():
+        column = np.asarray(column)
+        if column.shape != (n,):
+            raise ValueError(f"column {name} has shape {column.shape}, expected ({n},)")
+        dtype = _field_dtype(column.dtype)
+        offset = _align(offset, dtype.itemsize)
+        fields.append(Field(name, offset, _DATATYPE_OF[dtype]))
+        placed.append((offset, column.astype(_ordered(dtype, cloud.is_bigendian), copy=False)))
+        offset += dtype.itemsize
+    point_step = _align(offset, 4)
+    out = np.zeros((n, point_step), dtype=np.uint8)
+    out[:, : points.shape[1]] = points
+    for start, column in placed:
+        out[:, start : start + column.dtype.itemsize] = column.view(np.uint8).reshape(n, -1)
+    return RawCloud(
+        fields=tuple(fields),
+        height=cloud.height,
+        width=cloud.width,
+        point_step=point_step,
+        row_step=cloud.width * point_step,
+        data=out.reshape(-1),
+        is_bigendian=cloud.is_bigendian,
+        is_dense=cloud.is_dense,
+    )
+
+
+def from_structured(
+    array: np.ndarray, height: int = 1, is_bigendian: bool = False, is_dense: bool = False
+) -> RawCloud:
+    """Encode a NumPy structured array as a cloud, keeping its offsets and itemsize.
+
+    Each field must be a PointField datatype, optionally a 1-D sub-array (``count > 1``). The
+    data are written in the requested byte order; ``height`` organises the points in rows.
+    """
+    array = np.asarray(array).reshape(-1)
+    if array.dtype.names is None:
+        raise ValueError("from_structured needs a structured array")
+    if height < 1 or array.shape[0] % height:
+        raise ValueError(f"{array.shape[0]} points do not fill {height} rows")
+    fields = []
+    for name in array.dtype.names:
+        dtype, offset = array.dtype.fields[name][:2]
+        base, shape = (dtype.base, dtype.shape) if dtype.shape else (dtype, ())
+        if len(shape) > 1:
+            raise ValueError(f"field {name} has a multi-dimensional shape {shape}")
+        count = shape[0] if shape else 1
+        fields.append(Field(name, offset, _DATATYPE_OF[_field_dtype(base)], count))
+    ordered = array.astype(array.dtype.newbyteorder(">" if is_bigendian else "<"))
+    width = array.shape[0] // height
+    point_step = array.dtype.itemsize
+    return RawCloud(
+        fields=tuple(fields),
+        height=height if width else 1,
+        width=width,
+        point_step=point_step,
+        row_step=width * point_step,
+        data=ordered.view(np.uint8).reshape(-1),
+        is_bigendian=is_bigendian,
+        is_dense=is_dense,
+    )
+
+
+def to_structured(cloud: RawCloud) -> np.ndarray:
+    """Every field of ``cloud`` decoded into one native-byte-order structured array (N,)."""
+    points = read_fields(cloud, [f.name for f in cloud.fields])
+    dtype = np.dtype([(name, column.dtype, column.shape[1:]) for name, column in points.items()])
+    out = np.empty(cloud.num_points, dtype=dtype)
+    for name, column in points.items():
+        out[name] = column
+    return out
+
+
+def _decode(points: np.ndarray, cloud: RawCloud, field: Field) -> np.ndarray:
+    base = DATATYPES.get(field.datatype)
+    if base is None:
+        raise PointCloud2Error(
+            "unsupported", f"field {field.name} has unknown datatype {field.datatype}"
+        )
+    if field.count < 1:
+        raise PointCloud2Error("unsupported", f"field {field.name} has count {field.count}")
+    size = base.itemsize * field.count
+    if field.offset < 0 or field.offset + size > cloud.point_step:
+        raise PointCloud2Error(
+            "malformed",
+            f"field {field.name} (offset {field.offset}, {size} bytes) does not fit in "
+            f"point_step {cloud.point_step}",
+        )
+    raw = np.ascontiguousarray(points[:, field.offset : field.offset + size])
+    values = raw.view(_ordered(base, cloud.is_bigendian)).astype(base, copy=False)
+    return values.reshape(-1) if field.count == 1 else values.reshape(-1, field.count)
+
+
+def _field_dtype(dtype: np.dtype) -> np.dtype:
+    native = np.dtype(dtype).newbyteorder("=")
+    for known in DATATYPES.values():
+        if native == known:
+            return known
+    raise ValueError(f"dtype {dtype} has no PointField datatype")
+
+
+def _ordered(dtype: np.dtype, is_bigendian: bool) -> np.dtype:
+    return dtype.newbyteorder(">" if is_bigendian else "<")
+
+
+def _fields_end(fields: Iterable[Field]) -> int:
+    ends = (
+        f.offset + DATATYPES.get(f.datatype, DATATYPES[UINT8]).itemsize * f.count for f in fields
+    )
+    return max(ends, default=0)
+
+
+def _align(offset: int, size: int) -> int:
+    return -(-offset // size) * size
+
+
+def _buffer_size(data: Any) -> int:
+    return memoryview(data).nbytes

@@ -1,0 +1,122 @@
+"""Thread-safe counters of what happened to incoming frames, for diagnostics. ROS-free.
+
+The subscription callback records arrivals and drops, the worker records published frames
+(with their receive-to-publish latency), rejections and CPU fallbacks; the diagnostics timer
+reads a :class:`StatsSnapshot`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Latencies kept for the percentiles (the most recent frames).
+LATENCY_WINDOW = 1000
+#: Arrival times kept for the input rate.
+RATE_WINDOW = 50
+
+
+@dataclass(frozen=True)
+class StatsSnapshot:
+    """Counters since start-up plus rate and latency over the recent window.
+
+    Attributes:
+        received: frames taken from the subscription.
+        processed: frames clustered and published.
+        dropped: frames overwritten by a newer one before the worker took them.
+        rejected: rejected frames per kind (``malformed``, ``missing_fields``, ...).
+        fallbacks: frames that ran on the CPU because the GPU ran out of memory.
+        last_rejection: the reason of the latest rejection ('' if none).
+        last_fallback: the reason of the latest fallback ('' if none).
+        input_rate_hz: arrival rate over the last :data:`RATE_WINDOW` frames.
+        latency_p50_ms, latency_p99_ms: receive-to-publish latency percentiles (NaN if none).
+    """
+
+    received: int
+    processed: int
+    dropped: int
+    rejected: dict[str, int]
+    fallbacks: int
+    last_rejection: str
+    last_fallback: str
+    input_rate_hz: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+
+    @property
+    def total_rejected(self) -> int:
+        """Rejected frames of every kind."""
+        return sum(self.rejected.values())
+
+
+class FrameStats:
+    """Counts frames; every method may be called from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._arrivals: deque[float] = deque(maxlen=RATE_WINDOW)
+        self._latencies_ms: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self._received = 0
+        self._processed = 0
+        self._dropped = 0
+        self._rejected: Counter[str] = Counter()
+        self._fallbacks = 0
+        self._last_rejection = ""
+        self._last_fallback = ""
+
+    def received(self, when: float) -> None:
+        """A frame arrived at monotonic time ``when`` (seconds)."""
+        with self._lock:
+            self._received += 1
+            self._arrivals.append(when)
+
+    def dropped(self) -> None:
+        """A waiting frame was overwritten by a newer one."""
+        with self._lock:
+            self._dropped += 1
+
+    def rejected(self, kind: str, reason: str) -> None:
+        """A frame was rejected; ``kind`` groups the counts, ``reason`` is kept for display."""
+        with self._lock:
+            self._rejected[kind] += 1
+            self._last_rejection = reason
+
+    def fell_back(self, reason: str) -> None:
+        """A frame ran on the CPU because the GPU ran out of memory."""
+        with self._lock:
+            self._fallbacks += 1
+            self._last_fallback = reason
+
+    def published(self, latency_s: float) -> None:
+        """A frame was published ``latency_s`` seconds after it was received."""
+        with self._lock:
+            self._processed += 1
+            self._latencies_ms.append(latency_s * 1e3)
+
+    def snapshot(self) -> StatsSnapshot:
+        """The current counters."""
+        with self._lock:
+            latencies = np.array(self._latencies_ms)
+            arrivals = list(self._arrivals)
+            p50, p99 = np.percentile(latencies, (50, 99)) if len(latencies) else (np.nan,) * 2
+            return StatsSnapshot(
+                received=self._received,
+                processed=self._processed,
+                dropped=self._dropped,
+                rejected=dict(self._rejected),
+                fallbacks=self._fallbacks,
+                last_rejection=self._last_rejection,
+                last_fallback=self._last_fallback,
+                input_rate_hz=_rate(arrivals),
+                latency_p50_ms=float(p50),
+                latency_p99_ms=float(p99),
+            )
+
+
+def _rate(arrivals: list[float]) -> float:
+    if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
+        return 0.0
+    return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])

@@ -1,0 +1,68 @@
+"""RViz markers of the clusters: a translucent box and an id label per cluster."""
+
+from __future__ import annotations
+
+import numpy as np
+from std_msgs.msg import ColorRGBA, Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from ..cluster_stats import cluster_rgb
+
+BOX_NAMESPACE = "cluster_boxes"
+LABEL_NAMESPACE = "cluster_ids"
+#: Smallest drawn box side (m), so flat or single-point clusters stay visible.
+MIN_BOX_SIDE = 0.05
+BOX_ALPHA = 0.4
+LABEL_HEIGHT = 0.5
+
+
+class MarkerBuilder:
+    """Builds each frame's MarkerArray, deleting the markers of clusters that no longer exist.
+
+    Marker ids are cluster ids, so a frame with K clusters adds or modifies ids ``0..K-1`` in both
+    namespaces and deletes the ids from K up to the previous frame's count.
+    """
+
+    def __init__(self) -> None:
+        self._previous = 0
+
+    def build(self, table: np.ndarray, header: Header) -> MarkerArray:
+        """Markers for the cluster rows ``table`` (see :func:`cluster_table`)."""
+        colours = cluster_rgb(table["cluster_id"]) / 255.0
+        markers = []
+        for row, colour in zip(table, colours, strict=True):
+            markers.append(_box(row, colour, header))
+            markers.append(_label(row, header))
+        for stale in range(len(table), self._previous):
+            for namespace in (BOX_NAMESPACE, LABEL_NAMESPACE):
+                markers.append(Marker(header=header, ns=namespace, id=stale, action=Marker.DELETE))
+        self._previous = len(table)
+        return MarkerArray(markers=markers)
+
+
+def _box(row: np.void, colour: np.ndarray, header: Header) -> Marker:
+    marker = Marker(header=header, ns=BOX_NAMESPACE, id=int(row["cluster_id"]))
+    marker.type = Marker.CUBE
+    marker.action = Marker.ADD
+    for axis in "xyz":
+        low, high = float(row[f"min_{axis}"]), float(row[f"max_{axis}"])
+        setattr(marker.pose.position, axis, (low + high) / 2.0)
+        setattr(marker.scale, axis, max(high - low, MIN_BOX_SIDE))
+    marker.pose.orientation.w = 1.0
+    red, green, blue = (float(c) for c in colour)
+    marker.color = ColorRGBA(r=red, g=green, b=blue, a=BOX_ALPHA)
+    return marker
+
+
+def _label(row: np.void, header: Header) -> Marker:
+    marker = Marker(header=header, ns=LABEL_NAMESPACE, id=int(row["cluster_id"]))
+    marker.type = Marker.TEXT_VIEW_FACING
+    marker.action = Marker.ADD
+    marker.text = f"{int(row['cluster_id'])} ({int(row['num_points'])})"
+    marker.pose.position.x = float(row["x"])
+    marker.pose.position.y = float(row["y"])
+    marker.pose.position.z = float(row["max_z"]) + LABEL_HEIGHT
+    marker.pose.orientation.w = 1.0
+    marker.scale.z = LABEL_HEIGHT
+    marker.color = ColorRGBA(r=1.0, g=1.0, b=1.0, a=1.0)
+    return marker

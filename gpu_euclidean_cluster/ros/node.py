@@ -1,0 +1,247 @@
+"""``euclidean_cluster_node``: PointCloud2 in; labelled cloud, cluster array and markers out.
+
+Topics (relative, so namespaces and remapping apply):
+
+- subscribes ``input/points`` (sensor_msgs/PointCloud2, sensor-data QoS by default);
+- publishes ``output/labeled_points``, ``output/clusters``, ``output/markers``,
+  ``output/detections`` (only when vision_msgs is installed) and ``/diagnostics``.
+
+Processing model: the subscription callback only swaps the newest message into a one-slot buffer
+(an overwritten, never processed message counts as dropped) and a worker thread clusters and
+publishes, so the executor is never blocked and nothing queues up without bound. Parameter sets
+are validated in a callback and apply from the next frame.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
+from rclpy.exceptions import ParameterException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import PointCloud2
+from visualization_msgs.msg import MarkerArray
+
+from ..config import ConfigError
+from ..pointcloud2 import PointCloud2Error
+from . import detections
+from .cloud_messages import cloud_from_message, cloud_to_message
+from .diagnostics import diagnostics_message
+from .frame_processor import FrameOutput, FrameProcessor
+from .frame_stats import FrameStats, StatsSnapshot
+from .latest_slot import LatestSlot
+from .markers import MarkerBuilder
+from .parameters import descriptor
+from .settings import PARAMETERS, SPECS, NodeSettings, settings_from_values
+
+NODE_NAME = "euclidean_cluster_node"
+#: Depth of the (reliable) output publishers.
+OUTPUT_QOS_DEPTH = 5
+#: Seconds between two /diagnostics reports.
+DIAGNOSTICS_PERIOD_S = 1.0
+#: Seconds between two warnings about rejected frames or CPU fallbacks.
+WARNING_THROTTLE_S = 2.0
+_WORKER_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class _Frame:
+    msg: PointCloud2
+    received: float
+
+
+class EuclideanClusterNode(Node):
+    """The clustering node; usable from Python (``rclpy`` must be initialised first)."""
+
+    def __init__(self, node_name: str = NODE_NAME, **node_kwargs: Any) -> None:
+        """Declare the parameters, create the backend, topics and the worker thread.
+
+        Args:
+            node_name: the node's name.
+            node_kwargs: passed to :class:`rclpy.node.Node` (namespace, parameter_overrides,
+                context, ...).
+
+        Raises:
+            ConfigError: the parameter values at start-up are invalid, or the backend asked for
+                is not available.
+            ParameterException: a start-up value has the wrong type or is out of range.
+        """
+        super().__init__(node_name, **node_kwargs)
+        for spec in PARAMETERS:
+            self.declare_parameter(spec.name, spec.default, descriptor(spec))
+        self._settings = settings_from_values(self._parameter_values())
+        self._processor = FrameProcessor(
+            self.get_parameter("backend").value, self.get_parameter("device_id").value
+        )
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._stats = FrameStats()
+        self._reported: StatsSnapshot | None = None
+        self._markers = MarkerBuilder()
+        self._slot: LatestSlot[_Frame] = LatestSlot()
+        self._create_topics()
+        self._worker = threading.Thread(target=self._work, name=f"{node_name}_worker", daemon=True)
+        self._worker.start()
+        self.get_logger().info(
+            f"clustering on {self._processor.backend_name} ({self._processor.device}) with "
+            f"{self._settings}"
+        )
+
+    @property
+    def settings(self) -> NodeSettings:
+        """The settings the next frame will be processed with."""
+        return self._settings
+
+    def stats(self) -> StatsSnapshot:
+        """Frame counters, input rate and latency percentiles (as in /diagnostics)."""
+        return self._stats.snapshot()
+
+    def latency_ms(self) -> tuple[float, float]:
+        """``(p50, p99)`` receive-to-publish latency in ms over recent frames (NaN if none)."""
+        snapshot = self._stats.snapshot()
+        return snapshot.latency_p50_ms, snapshot.latency_p99_ms
+
+    def destroy_node(self) -> None:
+        """Stop the worker (finishing the frame in progress), then destroy the node."""
+        self._slot.close()
+        self._worker.join()
+        super().destroy_node()
+
+    def _create_topics(self) -> None:
+        reliability = {
+            "best_effort": ReliabilityPolicy.BEST_EFFORT,
+            "reliable": ReliabilityPolicy.RELIABLE,
+        }[self.get_parameter("qos_reliability").value]
+        input_qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=self.get_parameter("qos_depth").value,
+            reliability=reliability,
+        )
+        self._labeled_pub = self.create_publisher(
+            PointCloud2, "output/labeled_points", OUTPUT_QOS_DEPTH
+        )
+        self._clusters_pub = self.create_publisher(PointCloud2, "output/clusters", OUTPUT_QOS_DEPTH)
+        self._markers_pub = self.create_publisher(MarkerArray, "output/markers", OUTPUT_QOS_DEPTH)
+        self._detections_pub = (
+            self.create_publisher(
+                detections.Detection3DArray, "output/detections", OUTPUT_QOS_DEPTH
+            )
+            if detections.AVAILABLE
+            else None
+        )
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 1)
+        self.create_subscription(PointCloud2, "input/points", self._on_points, input_qos)
+        # Steady clock: diagnostics keep coming under use_sim_time even while /clock is paused.
+        self.create_timer(
+            DIAGNOSTICS_PERIOD_S,
+            self._publish_diagnostics,
+            clock=Clock(clock_type=ClockType.STEADY_TIME),
+        )
+
+    def _parameter_values(self, changes: Sequence[Parameter] = ()) -> dict[str, object]:
+        values = {spec.name: self.get_parameter(spec.name).value for spec in PARAMETERS}
+        values.update({p.name: p.value for p in changes if p.name in SPECS})
+        return values
+
+    def _on_set_parameters(self, changes: list[Parameter]) -> SetParametersResult:
+        try:
+            settings = settings_from_values(self._parameter_values(changes))
+        except ConfigError as error:
+            return SetParametersResult(successful=False, reason=str(error))
+        if settings != self._settings:
+            self.get_logger().info(f"settings from the next frame: {settings}")
+        self._settings = settings
+        return SetParametersResult(successful=True)
+
+    def _on_points(self, msg: PointCloud2) -> None:
+        received = time.monotonic()
+        self._stats.received(received)
+        if self._slot.put(_Frame(msg, received)):
+            self._stats.dropped()
+
+    def _work(self) -> None:
+        while True:
+            frame = self._slot.take(_WORKER_POLL_S)
+            if frame is None:
+                if self._slot.closed:
+                    return
+                continue
+            self._process(frame)
+
+    def _process(self, frame: _Frame) -> None:
+        try:
+            output = self._processor.process(cloud_from_message(frame.msg), self._settings)
+        except PointCloud2Error as error:
+            self._reject(error.kind, f"bad PointCloud2: {error}")
+            return
+        except Exception as error:  # a frame must never kill the node
+            self._reject("processing_error", f"{type(error).__name__}: {error}")
+            return
+        if output.fallback_reason:
+            self._stats.fell_back(output.fallback_reason)
+            self.get_logger().warning(
+                output.fallback_reason, throttle_duration_sec=WARNING_THROTTLE_S
+            )
+        self._publish(output, frame)
+
+    def _publish(self, output: FrameOutput, frame: _Frame) -> None:
+        header = frame.msg.header
+        self._labeled_pub.publish(cloud_to_message(output.labeled, header))
+        self._clusters_pub.publish(cloud_to_message(output.clusters, header))
+        self._markers_pub.publish(self._markers.build(output.table, header))
+        if self._detections_pub is not None:
+            self._detections_pub.publish(detections.detections_message(output.table, header))
+        self._stats.published(time.monotonic() - frame.received)
+
+    def _reject(self, kind: str, reason: str) -> None:
+        self._stats.rejected(kind, reason)
+        self.get_logger().warning(
+            f"frame rejected ({kind}): {reason}", throttle_duration_sec=WARNING_THROTTLE_S
+        )
+
+    def _publish_diagnostics(self) -> None:
+        snapshot = self._stats.snapshot()
+        self._diagnostics_pub.publish(
+            diagnostics_message(
+                f"{self.get_name()}: clustering",
+                snapshot,
+                self._reported,
+                self._processor.backend_name,
+                self._processor.device,
+                self.get_clock().now().to_msg(),
+            )
+        )
+        self._reported = snapshot
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Run the node until shutdown; exit status 2 when its parameters or backend are invalid."""
+    rclpy.init(args=args)
+    try:
+        node = EuclideanClusterNode()
+    except (ConfigError, ParameterException) as error:
+        print(f"{NODE_NAME}: error: {error}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
