@@ -42,7 +42,7 @@ def read_nuscenes(path: str | Path) -> Cloud:
         bad = int(np.flatnonzero(~integral)[0])
         raise PointCloudFileError(
             path,
-            f"not a nuScenes sweep: ring of point {bad} is {ring[bad]!r}, not a laser index "
+            f"not a nuScenes sweep: ring of point {bad} is {float(ring[bad]):g}, not a laser index "
             "(is it a KITTI file? use format 'kitti')",
         )
     return Cloud(
