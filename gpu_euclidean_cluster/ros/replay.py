@@ -37,6 +37,7 @@ from sensor_msgs.msg import PointCloud2
 from ..bags import BagError, BagMessage, PointCloudBag
 
 NS_PER_S = 1_000_000_000
+DISCOVERY_SETTLE_S = 0.3
 RELIABILITY = {
     "reliable": QoSReliabilityPolicy.RELIABLE,
     "best-effort": QoSReliabilityPolicy.BEST_EFFORT,
@@ -211,10 +212,16 @@ class BagPlayer:
         return [publisher.topic_name for publisher in self.publishers.values()]
 
     def wait_for_subscribers(self, stop: threading.Event) -> bool:
-        """Wait up to ``wait_for_subscribers_s`` until every topic has a subscriber."""
+        """Wait up to ``wait_for_subscribers_s`` until every topic has a subscriber.
+
+        Discovery is not symmetric: the publisher can see a subscriber before the subscriber
+        has matched the publisher, and a message sent then arrives late (after a reliable
+        retransmission) or not at all. A short settle time after the match avoids that.
+        """
         deadline = time.monotonic() + self.options.wait_for_subscribers_s
         while not stop.is_set():
             if all(p.get_subscription_count() > 0 for p in self.publishers.values()):
+                stop.wait(DISCOVERY_SETTLE_S)
                 return True
             if time.monotonic() >= deadline:
                 return False
