@@ -1,8 +1,362 @@
-"""Placeholder for the `bench` sub-command; replaced by its real implementation."""
+"""``gpu-euclidean-cluster bench``: reproduce the paper's experiments beside CPU peers.
+
+Sub-commands (each writes into ``--output DIR``):
+
+- ``synthetic``: the four experiments of Table 2 for the six method x search combinations.
+- ``frames``: the real frames of ``$LIDAR_DATA_DIR`` at d_th 0.3 / 0.5 / 1.0 m.
+- ``node``: end-to-end latency and the highest sustained rate of the ROS node.
+- ``plot`` / ``targets``: redraw the figures / re-check the targets from the files in DIR.
+"""
+
+from __future__ import annotations
 
 import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from . import CommandError
+
+log = logging.getLogger(__name__)
+
+ALL = "all"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("bench", help="(not implemented yet)")
-    parser.set_defaults(run=lambda args: 1)
+    parser = subparsers.add_parser(
+        "bench",
+        help="benchmark the six GPU methods against CPU peers (paper's Section 5)",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+
+    synthetic = sub.add_parser(
+        "synthetic", help="Table 2 sweeps (size, clusters, degree, distance)"
+    )
+    _add_measure_options(synthetic)
+    synthetic.add_argument(
+        "--experiments",
+        default=ALL,
+        help="comma-separated subset of size,cluster_number,point_degree,point_distance "
+        "(default: all)",
+    )
+    synthetic.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    synthetic.set_defaults(run=run_synthetic)
+
+    frames = sub.add_parser("frames", help="real LiDAR frames at d_th 0.3 / 0.5 / 1.0 m")
+    _add_measure_options(frames)
+    frames.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder of the frames (default: $LIDAR_DATA_DIR, else ../shared/data)",
+    )
+    frames.set_defaults(run=run_frames)
+
+    node = sub.add_parser("node", help="node end to end: receive -> publish latency, max rate")
+    _add_node_options(node)
+    node.set_defaults(run=run_node)
+
+    plot = sub.add_parser("plot", help="redraw the PNGs from the JSON files in --output")
+    _add_output_option(plot)
+    plot.set_defaults(run=run_plot)
+
+    targets = sub.add_parser("targets", help="check the targets against the files in --output")
+    _add_output_option(targets)
+    targets.set_defaults(run=run_targets)
+
+
+def _add_output_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output", type=Path, required=True, metavar="DIR", help="folder of the results"
+    )
+
+
+def _add_measure_options(parser: argparse.ArgumentParser) -> None:
+    from ..bench.peers import peer_names
+    from ..bench.runner import Settings
+
+    d = Settings()
+    _add_output_option(parser)
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="where the six methods run (default auto: CUDA if CuPy sees a GPU)",
+    )
+    parser.add_argument("--device-id", type=int, default=0, help="CUDA device (default 0)")
+    parser.add_argument(
+        "--methods",
+        default=ALL,
+        help="comma-separated subset of ES-vertex,ES-edge,ES-matrix,RS-vertex,"
+        "RS-edge,RS-matrix, or 'none' (default: all)",
+    )
+    parser.add_argument(
+        "--peers",
+        default=ALL,
+        help=f"comma-separated CPU peers out of {','.join(peer_names())}, or "
+        "'none' (default: all whose modules import)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=d.repeats,
+        help=f"timed runs per case at most (default {d.repeats})",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=d.warmup,
+        help=f"untimed runs of a GPU method first (default {d.warmup})",
+    )
+    parser.add_argument(
+        "--peer-warmup",
+        type=int,
+        default=d.peer_warmup,
+        help=f"untimed runs of a CPU peer first (default {d.peer_warmup})",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=d.budget_s,
+        help="stop repeating once the timed runs of one implementation on one "
+        f"case took this long (default {d.budget_s} s)",
+    )
+    parser.add_argument(
+        "--cpu-max-points",
+        type=int,
+        default=d.cpu_max_points,
+        help="skip CPU runs (peers; methods on backend cpu) on larger clouds "
+        f"(default {d.cpu_max_points})",
+    )
+    parser.add_argument(
+        "--cpu-max-pairs",
+        type=int,
+        default=d.cpu_max_pairs,
+        help="skip CPU runs on synthetic clouds with more neighbour pairs "
+        f"(default {d.cpu_max_pairs})",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI mode: small clouds, CPU backend, 1 warm-up, 2 repeats",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the cases already in DIR's results and measure the rest",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write JSON/CSV only")
+
+
+def _add_node_options(parser: argparse.ArgumentParser) -> None:
+    from ..bench.node_bench import NodeBenchOptions
+
+    d = NodeBenchOptions()
+    _add_output_option(parser)
+    parser.add_argument(
+        "--frame",
+        type=Path,
+        default=None,
+        help="point cloud file to send (default: kitti_000001.bin from "
+        "$LIDAR_DATA_DIR; a simulated HDL-64E-like frame if absent)",
+    )
+    parser.add_argument(
+        "--rates",
+        default=",".join(f"{r:g}" for r in d.rates_hz),
+        help=f"publish rates in Hz, ascending (default {','.join(map(str, d.rates_hz))})",
+    )
+    parser.add_argument(
+        "--duration-s",
+        type=float,
+        default=d.duration_s,
+        help=f"seconds of publishing per rate (default {d.duration_s})",
+    )
+    parser.add_argument("--method", default=d.method, help=f"node method (default {d.method})")
+    parser.add_argument("--search", default=d.search, help=f"node search (default {d.search})")
+    parser.add_argument("--d-th", type=float, default=d.d_th, help=f"node d_th (default {d.d_th})")
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "cuda", "cpu"),
+        default=d.backend,
+        help="node backend (default auto)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="CI mode: CPU backend, small frame, short run"
+    )
+
+
+def run_synthetic(args: argparse.Namespace) -> int:
+    from ..bench.cases import EXPERIMENTS, synthetic_cases
+
+    experiments = list(EXPERIMENTS) if args.experiments == ALL else _split(args.experiments)
+    cases = synthetic_cases(experiments, args.quick, args.seed)
+    return _measure(args, "synthetic", cases)
+
+
+def run_frames(args: argparse.Namespace) -> int:
+    from ..bench.cases import data_dir, frame_cases
+
+    try:
+        cases = frame_cases(args.data_dir or data_dir(), args.quick)
+    except FileNotFoundError as error:
+        raise CommandError(str(error)) from error
+    return _measure(args, "frames", cases)
+
+
+def run_node(args: argparse.Namespace) -> int:
+    from ..bench.node_bench import run_node_bench
+
+    result = run_node_bench(args)
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "node.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.output / 'node.json'}")
+    _report_targets(args.output)
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from ..bench.plots import plot_results
+
+    rows = _all_rows(args.output)
+    if not rows:
+        raise CommandError(f"no synthetic.json or frames.json in {args.output}")
+    for path in plot_results(rows, args.output):
+        print(f"wrote {path}")
+    return 0
+
+
+def run_targets(args: argparse.Namespace) -> int:
+    _report_targets(args.output)
+    return 0
+
+
+def _measure(args: argparse.Namespace, name: str, cases: list[Any]) -> int:
+    from ..bench.environment import python_command, run_metadata
+    from ..bench.plots import plot_results
+    from ..bench.results import ResultStore
+    from ..bench.runner import CaseRunner
+    from ..bench.suite import run_cases
+    from ..clusterer import make_backend
+
+    settings = _settings(args)
+    backend_name = "cpu" if args.quick else args.backend
+    if args.quick and args.backend == "cuda":
+        log.warning("--quick runs on the CPU backend; ignoring --backend cuda")
+    backend = make_backend(backend_name, args.device_id)
+    runner = CaseRunner(backend, _methods(args.methods), _peers(args.peers), settings)
+    meta = run_metadata(python_command(), backend.name)
+    store = ResultStore(args.output, name, meta, settings.as_dict())
+    log.info(
+        "%s: %d case(s) x %s on %s",
+        name,
+        len(cases),
+        ", ".join(runner.implementations()),
+        meta["device"],
+    )
+    run_cases(cases, runner, store, args.resume)
+    print(f"wrote {store.json_path} and {store.csv_path} ({len(store.rows)} rows)")
+    if not args.no_plots:
+        for path in plot_results(store.rows, args.output):
+            print(f"wrote {path}")
+    _report_targets(args.output)
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from ..bench.runner import Settings
+
+    for option in ("repeats", "cpu_max_points", "cpu_max_pairs"):
+        if getattr(args, option) < 1:
+            raise CommandError(f"--{option.replace('_', '-')} must be >= 1")
+    for option in ("warmup", "peer_warmup"):
+        if getattr(args, option) < 0:
+            raise CommandError(f"--{option.replace('_', '-')} must be >= 0")
+    if not args.budget_s > 0:
+        raise CommandError("--budget-s must be > 0")
+    if args.quick:
+        return Settings(
+            warmup=1,
+            repeats=2,
+            budget_s=0.5,
+            peer_warmup=0,
+            cpu_max_points=args.cpu_max_points,
+            cpu_max_pairs=args.cpu_max_pairs,
+        )
+    return Settings(
+        warmup=args.warmup,
+        repeats=args.repeats,
+        budget_s=args.budget_s,
+        peer_warmup=args.peer_warmup,
+        cpu_max_points=args.cpu_max_points,
+        cpu_max_pairs=args.cpu_max_pairs,
+    )
+
+
+def _methods(value: str) -> list[tuple[str, str]]:
+    from ..bench.runner import GPU_METHODS, method_name
+
+    by_name = {method_name(m, s): (m, s) for m, s in GPU_METHODS}
+    if value == ALL:
+        return list(GPU_METHODS)
+    if value == "none":
+        return []
+    names = _split(value)
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise CommandError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+    return [by_name[n] for n in names]
+
+
+def _peers(value: str) -> list[Any]:
+    from ..bench.peers import peer_names, select_peers, unavailable_reason
+
+    if value == "none":
+        return []
+    if value == ALL:
+        names = [n for n in peer_names() if unavailable_reason(n) is None]
+        for name in peer_names():
+            if unavailable_reason(name):
+                log.info("CPU peer %s not measured: %s", name, unavailable_reason(name))
+        return select_peers(names)
+    names = _split(value)
+    try:
+        peers = select_peers(names)
+    except ValueError as error:
+        raise CommandError(str(error)) from error
+    for name in names:
+        reason = unavailable_reason(name)
+        if reason:
+            raise CommandError(f"CPU peer {name} asked for, but {reason}")
+    return peers
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _all_rows(directory: Path) -> list[dict[str, Any]]:
+    from ..bench.results import load_results
+
+    rows: list[dict[str, Any]] = []
+    for name in ("synthetic", "frames"):
+        path = directory / f"{name}.json"
+        if path.is_file():
+            rows += load_results(path)["rows"]
+    return rows
+
+
+def _report_targets(directory: Path) -> None:
+    """Print the targets section and write it to DIR/targets.json."""
+    from ..bench.targets import check_targets, format_targets
+
+    node_path = directory / "node.json"
+    node = json.loads(node_path.read_text()) if node_path.is_file() else None
+    checks = check_targets(_all_rows(directory), node)
+    print(format_targets(checks))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "targets.json").write_text(
+        json.dumps([c.as_dict() for c in checks], indent=1) + "\n"
+    )

@@ -1,0 +1,195 @@
+"""Figures in the style of the paper's Figs. 4-14, drawn from the rows of a results file.
+
+Synthetic sweeps: time vs the swept factor (Figs. 4, 7, 9, 11), speedup over the PCL-equivalent
+peer (Figs. 5, 8) and the per-stage breakdown of each GPU method (Figs. 6, 10, 12), log axes.
+Real frames: time and speedup per frame and threshold (Figs. 13, 14) and the stage breakdown.
+Cases a method could not run (out of memory, skipped) leave a gap and are listed in the title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..result import STAGES
+from .runner import BASELINE_COLUMN
+
+STAGE_LABELS = {
+    "transfer_in": "transfer in",
+    "build": "graph / grid build",
+    "label": "labelling",
+    "filter": "filter",
+    "transfer_out": "transfer out",
+}
+
+
+def plot_results(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+    """Draw every figure the rows support into ``directory``; return the PNG paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    written: list[Path] = []
+    for experiment in _unique(r["experiment"] for r in rows):
+        subset = [r for r in rows if r["experiment"] == experiment]
+        if experiment == "frames":
+            written += _frame_figures(subset, directory)
+        else:
+            written += _sweep_figures(experiment, subset, directory)
+    return written
+
+
+def _sweep_figures(experiment: str, rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    variable = rows[0]["variable"]
+    impls = _unique(r["impl"] for r in rows)
+    paths = []
+    for metric, ylabel, suffix in (
+        ("median_ms", "median time (ms)", "time"),
+        (BASELINE_COLUMN, "speedup over pcl-kdtree (x)", "speedup"),
+    ):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for impl in impls:
+            points = [
+                (r["value"], r[metric])
+                for r in rows
+                if r["impl"] == impl and r.get("status") == "ok" and r.get(metric) is not None
+            ]
+            if points and not (suffix == "speedup" and impl == "pcl-kdtree"):
+                xs, ys = zip(*sorted(points), strict=True)
+                ax.plot(xs, ys, _style(impl), label=impl, markersize=4)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(variable)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{experiment} experiment: {ylabel}{_failures_note(rows)}", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7, ncol=2)
+        paths.append(_save(fig, directory / f"synthetic_{experiment}_{suffix}.png"))
+    paths.append(
+        _stage_figure(
+            rows,
+            [str(v) for v in _unique(r["value"] for r in rows)],
+            "value",
+            variable,
+            f"synthetic {experiment}: stage breakdown",
+            directory / f"synthetic_{experiment}_stages.png",
+        )
+    )
+    return paths
+
+
+def _frame_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = [{**row, "frame_case": f"{row['frame']}\n{row['d_th']} m"} for row in rows]
+    groups = _unique(r["frame_case"] for r in rows)
+    impls = _unique(r["impl"] for r in rows)
+    paths = []
+    for metric, ylabel, suffix in (
+        ("median_ms", "median time (ms)", "time"),
+        (BASELINE_COLUMN, "speedup over pcl-kdtree (x)", "speedup"),
+    ):
+        fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(groups)), 4.5))
+        shown = [i for i in impls if not (suffix == "speedup" and i == "pcl-kdtree")]
+        width = 0.8 / max(len(shown), 1)
+        for k, impl in enumerate(shown):
+            values = [_lookup(rows, impl, g, metric) for g in groups]
+            ax.bar(np.arange(len(groups)) + k * width, values, width, label=impl)
+        ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"real frames: {ylabel}{_failures_note(rows)}", fontsize=9)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=3)
+        paths.append(_save(fig, directory / f"frames_{suffix}.png"))
+    paths.append(
+        _stage_figure(
+            rows,
+            groups,
+            "frame_case",
+            "frame, d_th",
+            "real frames: stage breakdown",
+            directory / "frames_stages.png",
+        )
+    )
+    return paths
+
+
+def _stage_figure(
+    rows: list[dict[str, Any]], groups: list[str], key: str, xlabel: str, title: str, path: Path
+) -> Path:
+    """One panel per GPU method: stacked median stage times for each group (Figs. 6, 10, 12)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    methods = _unique(r["impl"] for r in rows if r["kind"] == "gpu-method")
+    cols = 3
+    nrows = max(1, -(-len(methods) // cols))
+    fig, axes = plt.subplots(nrows, cols, figsize=(12, 3.2 * nrows), squeeze=False)
+    x = np.arange(len(groups))
+    for ax, method in zip(axes.flat, methods, strict=False):
+        bottom = np.zeros(len(groups))
+        for stage in STAGES:
+            values = np.array(
+                [_lookup(rows, method, g, f"{stage}_ms", key) for g in groups], dtype=float
+            )
+            values = np.nan_to_num(values)
+            ax.bar(x, values, 0.7, bottom=bottom, label=STAGE_LABELS[stage])
+            bottom += values
+        ax.set_title(method, fontsize=9)
+        ax.set_xticks(x, groups, fontsize=6, rotation=45)
+        ax.set_ylabel("ms", fontsize=8)
+    for ax in list(axes.flat)[len(methods) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6)
+    fig.suptitle(f"{title} (x: {xlabel})", fontsize=10)
+    return _save(fig, path)
+
+
+def _lookup(
+    rows: list[dict[str, Any]], impl: str, group: str, metric: str, key: str = "frame_case"
+) -> float:
+    for row in rows:
+        if row["impl"] == impl and str(row[key]) == group and row.get("status") == "ok":
+            value = row.get(metric)
+            return float("nan") if value is None else float(value)
+    return float("nan")
+
+
+def _failures_note(rows: list[dict[str, Any]]) -> str:
+    """`` (not run: RS-matrix oom x2, ...)`` for rows whose status is not ``ok``."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.get("status") != "ok":
+            tag = f"{row['impl']} {row.get('status')}"
+            counts[tag] = counts.get(tag, 0) + 1
+    if not counts:
+        return ""
+    listed = ", ".join(f"{tag} x{n}" for tag, n in sorted(counts.items()))
+    return f"\n(not run: {listed})"
+
+
+def _style(impl: str) -> str:
+    if impl.startswith("ES-"):
+        return "o--"
+    if impl.startswith("RS-"):
+        return "s-"
+    return "^:"
+
+
+def _unique(values: Iterable[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

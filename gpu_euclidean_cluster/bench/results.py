@@ -1,0 +1,135 @@
+"""Benchmark output: one JSON and one CSV per sub-command, rewritten after every case.
+
+``<output>/<name>.json`` holds ``{"meta": ..., "settings": ..., "rows": [...]}``;
+``<output>/<name>.csv`` the same rows, one per (case, implementation). Both are replaced
+atomically after each case, so an interrupted run leaves the completed cases on disk, and
+``--resume`` continues from them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+#: Leading CSV columns, in this order; any other column a row has follows, sorted.
+CSV_COLUMNS: tuple[str, ...] = (
+    "case",
+    "experiment",
+    "variable",
+    "value",
+    "size",
+    "clusters",
+    "degree",
+    "distance",
+    "seed",
+    "frame",
+    "points",
+    "d_th",
+    "impl",
+    "kind",
+    "backend",
+    "device",
+    "status",
+    "reason",
+    "warmup",
+    "repeats",
+    "median_ms",
+    "p99_ms",
+    "min_ms",
+    "transfer_in_ms",
+    "build_ms",
+    "label_ms",
+    "filter_ms",
+    "transfer_out_ms",
+    "total_ms",
+    "iterations",
+    "num_edges",
+    "num_labels_after_initial",
+    "peak_bytes",
+    "matches_oracle",
+    "oracle",
+)
+
+
+class ResultStore:
+    """The rows of one run, kept on disk as JSON and CSV."""
+
+    def __init__(
+        self, directory: Path, name: str, meta: dict[str, Any], settings: dict[str, Any]
+    ) -> None:
+        self.directory = directory
+        self.json_path = directory / f"{name}.json"
+        self.csv_path = directory / f"{name}.csv"
+        self.meta = meta
+        self.settings = settings
+        self.rows: list[dict[str, Any]] = []
+
+    def resume(self) -> set[str]:
+        """Load the rows of an earlier run of the same command; return its completed case keys."""
+        if not self.json_path.is_file():
+            return set()
+        previous = load_results(self.json_path)
+        self.rows = previous["rows"]
+        return {row["case"] for row in self.rows}
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """Append one case's rows and rewrite both files."""
+        self.rows.extend(rows)
+        self.write()
+
+    def write(self) -> None:
+        """Write the JSON and CSV files (atomically: a reader never sees half a file)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        document = {"meta": self.meta, "settings": self.settings, "rows": self.rows}
+        _atomic_write(self.json_path, json.dumps(_json_safe(document), indent=1) + "\n")
+        _atomic_write(self.csv_path, rows_to_csv(self.rows))
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """A results JSON written by :class:`ResultStore` (ValueError when it is not one)."""
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not a benchmark results file ({error})") from error
+    if not isinstance(document, dict) or not isinstance(document.get("rows"), list):
+        raise ValueError(f"{path}: not a benchmark results file (no 'rows' list)")
+    return document
+
+
+def rows_to_csv(rows: list[dict[str, Any]]) -> str:
+    """The rows as CSV text: :data:`CSV_COLUMNS` first, then every other key, sorted."""
+    present = {key for row in rows for key in row}
+    columns = [c for c in CSV_COLUMNS if c in present] + sorted(present - set(CSV_COLUMNS))
+    lines: list[str] = []
+
+    class _Sink:
+        def write(self, text: str) -> None:
+            lines.append(text)
+
+    writer = csv.DictWriter(_Sink(), fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return "".join(lines)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities become null (strict JSON); NumPy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
