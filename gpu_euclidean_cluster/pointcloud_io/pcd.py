@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO
 
 import numpy as np
 
@@ -27,7 +27,6 @@ from .lzf import LzfError, lzf_decompress
 
 log = logging.getLogger(__name__)
 
-PcdEncoding = Literal["ascii", "binary", "binary_compressed"]
 ENCODINGS: tuple[str, ...] = ("ascii", "binary", "binary_compressed")
 WRITE_ENCODINGS: tuple[str, ...] = ("ascii", "binary")
 
