@@ -1,4 +1,4 @@
-"""Shared fixtures: real LiDAR frames, the PCL reference counts, a CUDA skip and a brute-force oracle.
+"""Shared fixtures: real LiDAR frames, PCL reference counts, a CUDA skip, a brute-force oracle.
 
 The oracle is deliberately independent of the library's neighbour code: it compares all pairs
 with its own float32 arithmetic and labels components with its own union-find.
@@ -153,3 +153,100 @@ def assert_same_partition() -> Callable[[np.ndarray, np.ndarray], None]:
         )
 
     return check
+
+
+def canonical_oracle_labels(
+    ids: np.ndarray, min_size: int = 1, max_size: int = 2**31 - 1
+) -> np.ndarray:
+    """The documented numbering of component ids, computed the slow, obvious way.
+
+    Clusters sorted by size descending, then by their smallest point index; those outside
+    ``[min_size, max_size]`` and points with id -1 get -1.
+    """
+    ids = np.asarray(ids)
+    labels = np.full(len(ids), -1, dtype=np.int32)
+    found, first, sizes = np.unique(ids[ids >= 0], return_index=True, return_counts=True)
+    first = np.flatnonzero(ids >= 0)[first]
+    kept = sorted(
+        (int(-size), int(start), int(cid))
+        for cid, start, size in zip(found, first, sizes, strict=True)
+        if min_size <= size <= max_size
+    )
+    for label, (_, _, cid) in enumerate(kept):
+        labels[ids == cid] = label
+    return labels
+
+
+def _oracle_cloud_library() -> dict[str, tuple[np.ndarray, float]]:
+    """Named (points, d_th) clouds that probe the neighbour rule and its edge cases."""
+    rng = np.random.default_rng(20200520)
+    clouds: dict[str, tuple[np.ndarray, float]] = {}
+    clouds["random_uniform"] = (rng.uniform(0, 8, (700, 3)).astype(np.float32), 0.5)
+    centres = rng.uniform(-10, 10, (8, 3))
+    blobs = (centres[:, None, :] + rng.normal(0, 0.3, (8, 60, 3))).reshape(-1, 3)
+    noise = rng.uniform(-12, 12, (100, 3))
+    clouds["gaussian_blobs"] = (rng.permutation(np.concatenate((blobs, noise))).astype(np.float32),
+                                0.4)
+    base = rng.uniform(0, 5, (50, 3)).astype(np.float32)
+    clouds["duplicates"] = (rng.permutation(np.repeat(base, 4, axis=0)), 0.2)
+    along = np.sort(rng.uniform(0, 20, 300))
+    direction = np.array([1.0, 2.0, -2.0]) / 3.0
+    clouds["collinear"] = (rng.permutation(along[:, None] * direction).astype(np.float32), 0.1)
+    clouds["single_point"] = (np.array([[1.0, 2.0, 3.0]], dtype=np.float32), 0.5)
+    clouds["empty"] = (np.empty((0, 3), dtype=np.float32), 0.5)
+    clouds["all_nan"] = (np.full((6, 3), np.nan, dtype=np.float32), 0.5)
+    clouds["some_non_finite"] = (_with_non_finite(rng), 0.6)
+    clouds["float64_input"] = (rng.uniform(-3, 3, (400, 3)) * (1 + 1e-9), 0.35)
+    clouds["exactly_d_th"] = (_exact_threshold_cloud(), 0.625)
+    clouds["near_threshold"] = (_near_threshold_pairs(rng, 0.3), 0.3)
+    return clouds
+
+
+def _with_non_finite(rng: np.random.Generator) -> np.ndarray:
+    """A random cloud with NaN, +Inf and -Inf in random coordinates of 10 % of the points."""
+    points = rng.uniform(0, 6, (400, 3)).astype(np.float32)
+    bad = rng.choice(len(points), 40, replace=False)
+    axis = rng.integers(0, 3, len(bad))
+    points[bad, axis] = rng.choice(np.array([np.nan, np.inf, -np.inf], dtype=np.float32), len(bad))
+    return points
+
+
+def _exact_threshold_cloud() -> np.ndarray:
+    """Pairs exactly ``d_th = 0.625`` apart (not neighbours) and one float32 step closer (are).
+
+    0.625, 0.375 and 0.5 are exact in float32 and 0.375² + 0.5² = 0.625² exactly, so the float32
+    squared distance equals float32(d_th²) for the exact pairs.
+    """
+    below = float(np.nextafter(np.float32(0.625), np.float32(0)))
+    below_y = float(np.nextafter(np.float32(0.5), np.float32(0)))
+    rows = [
+        # A row of points exactly d_th apart along x: four single clusters.
+        (0.0, 0.0, 0.0), (0.625, 0.0, 0.0), (1.25, 0.0, 0.0), (1.875, 0.0, 0.0),
+        # Exactly d_th apart along z, and diagonally in the x-y plane.
+        (0.0, 5.0, 0.0), (0.0, 5.0, 0.625),
+        (0.0, 0.0, 10.0), (0.375, 0.5, 10.0),
+        # The same, one float32 step closer: neighbours.
+        (0.0, 0.0, 15.0), (below, 0.0, 15.0),
+        (0.0, 0.0, 20.0), (0.375, below_y, 20.0),
+    ]
+    return np.array(rows, dtype=np.float32)
+
+
+def _near_threshold_pairs(rng: np.random.Generator, d_th: float, count: int = 400) -> np.ndarray:
+    """Isolated pairs at ``d_th * (1 ± 4e-7)`` in random directions: float32 rounding decides."""
+    direction = rng.normal(size=(count, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    length = d_th * (1 + rng.uniform(-4e-7, 4e-7, count))
+    anchor = np.stack(np.unravel_index(np.arange(count), (8, 8, 8)), axis=1) * 3.0 * d_th
+    anchor = anchor + rng.uniform(0, 1, (count, 3))
+    return np.concatenate((anchor, anchor + direction * length[:, None])).astype(np.float32)
+
+
+ORACLE_CLOUDS = _oracle_cloud_library()
+
+
+@pytest.fixture(params=sorted(ORACLE_CLOUDS))
+def oracle_cloud(request: pytest.FixtureRequest) -> tuple[str, np.ndarray, float]:
+    """Each named probe cloud in turn: ``(name, points, d_th)``."""
+    points, d_th = ORACLE_CLOUDS[request.param]
+    return request.param, points.copy(), d_th
