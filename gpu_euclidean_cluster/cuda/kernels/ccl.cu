@@ -1,8 +1,15 @@
 // Label propagation of the vertex-based (Section 4.1.2) and edge-based (Section 4.2.2) methods:
-// Hawick et al.'s vertex and edge CCL with atomicMin. Each launch is one pass; the host repeats
-// passes until m_d stays 0. Per Section 4.1.3, a thread that changes a label sets its local m_l,
-// threads with m_l set the block's shared m_b, and thread 0 of each block publishes m_b to the
-// global m_d, so m_d is written once per block rather than once per change.
+// Hawick et al.'s vertex and edge CCL with atomicMin. Each launch is one pass. Per Section 4.1.3,
+// a thread that changes a label sets its local m_l, threads with m_l set the block's shared m_b,
+// and thread 0 of each block publishes m_b to the global m_d, once per block.
+//
+// m_d is one flag per pass of a batch (flags[pass]): the host queues a batch of passes and reads
+// the flags once. A pass whose predecessor changed nothing returns at once, so the passes queued
+// after convergence cost only their launch, and the first clear flag gives the exact pass count.
+
+__device__ __forceinline__ bool converged_before(const int* flags, int pass) {
+    return pass > 0 && !flags[pass - 1];
+}
 
 __device__ __forceinline__ void publish_change(bool m_l, int* m_b, int* m_d) {
     if (m_l) *m_b = 1;
@@ -13,7 +20,8 @@ __device__ __forceinline__ void publish_change(bool m_l, int* m_b, int* m_d) {
 // Vertex-based: vertex i pushes its label to each neighbour N[S[i]] .. N[S[i+1]-1] holding a
 // larger one.
 extern "C" __global__ void vertex_ccl(const int* __restrict__ S, const int* __restrict__ N,
-                                      int* C, int n, int* m_d) {
+                                      int* C, int n, int* flags, int pass) {
+    if (converged_before(flags, pass)) return;
     __shared__ int m_b;
     if (threadIdx.x == 0) m_b = 0;
     __syncthreads();
@@ -29,12 +37,13 @@ extern "C" __global__ void vertex_ccl(const int* __restrict__ S, const int* __re
             }
         }
     }
-    publish_change(m_l, &m_b, m_d);
+    publish_change(m_l, &m_b, &flags[pass]);
 }
 
 // Edge-based: for each edge (u, v) the endpoint with the larger label takes the smaller.
 extern "C" __global__ void edge_ccl(const int2* __restrict__ E, long long num_edges, int* C,
-                                    int* m_d) {
+                                    int* flags, int pass) {
+    if (converged_before(flags, pass)) return;
     __shared__ int m_b;
     if (threadIdx.x == 0) m_b = 0;
     __syncthreads();
@@ -51,5 +60,5 @@ extern "C" __global__ void edge_ccl(const int2* __restrict__ E, long long num_ed
             m_l = true;
         }
     }
-    publish_change(m_l, &m_b, m_d);
+    publish_change(m_l, &m_b, &flags[pass]);
 }
