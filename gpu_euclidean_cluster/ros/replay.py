@@ -93,16 +93,23 @@ class ReplayStats:
     lag_sum_s: float = 0.0
     lag_max_s: float = 0.0
     interrupted: bool = False
+    first_publish: float = 0.0
+    last_publish: float = 0.0
 
     def record(self, lag_s: float) -> None:
+        """Count a frame published now, ``lag_s`` after its scheduled time."""
+        self.last_publish = time.monotonic()
+        if self.frames == 0:
+            self.first_publish = self.last_publish
         self.frames += 1
         self.lag_sum_s += lag_s
         self.lag_max_s = max(self.lag_max_s, lag_s)
 
     @property
     def rate_hz(self) -> float:
-        """Frames per second of wall time achieved so far."""
-        return self.frames / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        """Achieved publishing rate: frame intervals per second between first and last frame."""
+        span = self.last_publish - self.first_publish
+        return (self.frames - 1) / span if span > 0 else 0.0
 
     @property
     def mean_lag_ms(self) -> float:

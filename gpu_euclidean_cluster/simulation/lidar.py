@@ -14,6 +14,17 @@ from .scene import Scene
 
 NS_PER_S = 1_000_000_000
 INTENSITY_SCALE = 255.0
+SCAN_DTYPE = np.dtype(
+    [
+        ("x", "<f4"),
+        ("y", "<f4"),
+        ("z", "<f4"),
+        ("intensity", "<f4"),
+        ("ring", "<u2"),
+        ("object_id", "<i4"),
+    ]
+)
+"""Layout of :meth:`Scan.structured`: the Autoware fields plus the ground-truth object id."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,15 @@ class Scan:
     def autoware_points(self) -> np.ndarray:
         """Structured x y z intensity (float32) ring (uint16) array, for bags."""
         return autoware_points(self.xyz, self.intensity, self.ring)
+
+    def structured(self) -> np.ndarray:
+        """Structured array of every field, ground truth included (:data:`SCAN_DTYPE`)."""
+        points = np.empty(len(self), dtype=SCAN_DTYPE)
+        points["x"], points["y"], points["z"] = self.xyz.T
+        points["intensity"] = self.intensity
+        points["ring"] = self.ring
+        points["object_id"] = self.object_id
+        return points
 
 
 class LidarSimulator:
