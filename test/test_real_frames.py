@@ -1,0 +1,81 @@
+"""Real LiDAR frames: cluster counts equal PCL's, and the GPU's labels equal the CPU's exactly.
+
+The frames come from ``$LIDAR_DATA_DIR`` (default ``../shared/data``); tests skip without them.
+On the CPU every method shares the same range search, so each (frame, tolerance) runs one method,
+rotated so that every method meets every frame (about 30 s in all on two cores).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from gpu_euclidean_cluster import ClusterResult, cuda_available, euclidean_cluster
+from gpu_euclidean_cluster.config import METHODS, SEARCHES
+
+from .conftest import CUDA_SKIP_REASON, PCL_CLUSTER_COUNTS
+
+TOLERANCES = (0.3, 0.5, 1.0)
+CASES = [(frame, d_th) for frame in PCL_CLUSTER_COUNTS for d_th in TOLERANCES]
+#: The CPU method of each case: each frame meets each method once, the slow vertex adjacency
+#: list (Algorithm 1) on the smaller neighbour graphs.
+CPU_METHOD = {
+    case: METHODS[(frame_no + tol_no) % len(METHODS)]
+    for frame_no, frame in enumerate(PCL_CLUSTER_COUNTS)
+    for tol_no, d_th in enumerate(TOLERANCES)
+    for case in [(frame, d_th)]
+}
+
+
+@pytest.fixture(scope="module")
+def cpu_result(load_frame) -> Callable[[str, float], ClusterResult]:
+    """``get(frame, d_th)``: the CPU range-search result, computed once per module."""
+    cache: dict[tuple[str, float], ClusterResult] = {}
+
+    def get(frame: str, d_th: float) -> ClusterResult:
+        if (frame, d_th) not in cache:
+            cache[frame, d_th] = euclidean_cluster(
+                load_frame(frame),
+                d_th,
+                method=CPU_METHOD[frame, d_th],
+                search="range",
+                backend="cpu",
+            )
+        return cache[frame, d_th]
+
+    return get
+
+
+def test_every_method_meets_every_frame():
+    for frame in PCL_CLUSTER_COUNTS:
+        assert {CPU_METHOD[frame, d_th] for d_th in TOLERANCES} == set(METHODS)
+
+
+@pytest.mark.parametrize(("frame", "d_th"), CASES)
+def test_cpu_cluster_count_equals_pcl(frame, d_th, cpu_result, load_frame, pcl_reference):
+    result = cpu_result(frame, d_th)
+    points = load_frame(frame)
+    assert result.num_clusters == pcl_reference[frame][d_th]
+    assert result.num_components == result.num_clusters
+    finite = np.isfinite(points).all(axis=1)
+    assert np.all(result.labels[finite] >= 0)
+    assert int(result.cluster_sizes.sum()) == int(finite.sum())
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize(("method", "search"), list(itertools.product(METHODS, SEARCHES)))
+@pytest.mark.parametrize(("frame", "d_th"), CASES)
+def test_gpu_equals_pcl_and_cpu(frame, d_th, method, search, cpu_result, load_frame, pcl_reference):
+    result = euclidean_cluster(
+        load_frame(frame), d_th, method=method, search=search, backend="cuda"
+    )
+    assert result.backend == "cuda"
+    assert result.num_clusters == pcl_reference[frame][d_th]
+    expected = cpu_result(frame, d_th)
+    np.testing.assert_array_equal(result.cluster_sizes, expected.cluster_sizes)
+    np.testing.assert_array_equal(result.labels, expected.labels)
