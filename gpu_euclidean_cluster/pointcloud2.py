@@ -204,7 +204,9 @@ def append_fields(cloud: RawCloud, columns: Mapping[str, np.ndarray]) -> RawClou
     out = np.zeros((n, point_step), dtype=np.uint8)
     out[:, : points.shape[1]] = points
     for start, column in placed:
-        out[:, start : start + column.dtype.itemsize] = column.view(np.uint8).reshape(n, -1)
+        out[:, start : start + column.dtype.itemsize] = column.view(np.uint8).reshape(
+            n, column.dtype.itemsize
+        )
     return RawCloud(
         fields=tuple(fields),
         height=cloud.height,

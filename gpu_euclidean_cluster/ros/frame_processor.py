@@ -46,13 +46,16 @@ class FrameOutput:
 class FrameProcessor:
     """Clusters frames on one backend, falling back to the CPU for a frame the GPU cannot hold."""
 
-    def __init__(self, backend: str = "auto", device_id: int = 0) -> None:
-        """Create the backend now, so that a bad ``backend`` fails at start-up.
+    def __init__(self, backend: str | Backend = "auto", device_id: int = 0) -> None:
+        """Create the backend now (from its name, or use the one given), so that a bad
+        ``backend`` fails at start-up.
 
         Raises:
-            ConfigError: unknown backend, or ``cuda`` without a CUDA device.
+            ConfigError: unknown backend name, or ``cuda`` without a CUDA device.
         """
-        self._backend: Backend = make_backend(backend, device_id)
+        self._backend: Backend = (
+            make_backend(backend, device_id) if isinstance(backend, str) else backend
+        )
         self._clusterer = EuclideanClusterer(ClusterConfig(), self._backend)
         self._cpu_clusterer: EuclideanClusterer | None = None
 

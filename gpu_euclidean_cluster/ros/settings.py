@@ -57,7 +57,7 @@ class ParameterSpec:
     def constraints(self) -> str:
         """The allowed values in words (empty when unrestricted)."""
         if self.choices:
-            return " | ".join(self.choices)
+            return ", ".join(self.choices)
         if self.bounds is None:
             return ""
         low, high = (_format_number(b) for b in self.bounds)
@@ -186,6 +186,22 @@ class NodeSettings:
         )
 
 
+def parameters_markdown() -> str:
+    """The README's parameter table, generated from :data:`PARAMETERS`."""
+    lines = [
+        "| Parameter | Type | Default | Allowed | Live | Description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in PARAMETERS:
+        default = _format_value(spec.default)
+        live = "no (read-only)" if spec.read_only else "yes"
+        lines.append(
+            f"| `{spec.name}` | {spec.type_name} | `{default}` | {spec.constraints or 'any'} "
+            f"| {live} | {spec.description} |"
+        )
+    return "\n".join(lines)
+
+
 def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
     """The settings of a full mapping of parameter values.
 
@@ -233,7 +249,15 @@ def _window_problems(values: Mapping[str, object], low_name: str, high_name: str
     return problems
 
 
+def _format_value(value: bool | int | float | str) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return _format_number(value)
+    return str(value)
+
+
 def _format_number(value: float) -> str:
     if math.isinf(value):
         return ".inf" if value > 0 else "-.inf"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return repr(value)

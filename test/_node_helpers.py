@@ -1,0 +1,206 @@
+"""Helpers for the node tests: clouds as messages, a peer node that publishes and records, marker
+bookkeeping, and ROS domain isolation. Import only after ``pytest.importorskip("rclpy")``."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import PointCloud2
+from std_msgs.msg import Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from gpu_euclidean_cluster.pointcloud2 import from_message, from_structured, to_structured
+from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+
+#: Generous but bounded waits: the CI machine has 2 cores and clusters on the CPU.
+TIMEOUT_S = 60.0
+
+XYZI = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4")])
+
+#: Output topic -> message type recorded by :class:`Peer`.
+OUTPUTS = {
+    "output/labeled_points": PointCloud2,
+    "output/clusters": PointCloud2,
+    "output/markers": MarkerArray,
+    "/diagnostics": DiagnosticArray,
+}
+
+
+def random_domain_id() -> int:
+    """A ROS domain id for this test module, away from the replay tests' 1..100."""
+    return random.randint(101, 200)
+
+
+def header(stamp_s: int, frame_id: str = "lidar") -> Header:
+    """A header with a whole-second stamp (easy to match outputs to inputs)."""
+    result = Header(frame_id=frame_id)
+    result.stamp.sec = stamp_s
+    return result
+
+
+def xyzi_array(points: np.ndarray) -> np.ndarray:
+    """(N, 3) or (N, 4) float points as an x y z intensity structured array."""
+    points = np.asarray(points, dtype=np.float32)
+    out = np.zeros(len(points), dtype=XYZI)
+    for axis, name in enumerate(XYZI.names[: points.shape[1]]):
+        out[name] = points[:, axis]
+    return out
+
+
+def cloud_message(array: np.ndarray, stamp_s: int, height: int = 1, **kwargs: Any) -> PointCloud2:
+    """A PointCloud2 of a structured array (``from_structured`` keyword arguments pass through)."""
+    return cloud_to_message(from_structured(array, height=height, **kwargs), header(stamp_s))
+
+
+def decode(msg: PointCloud2) -> np.ndarray:
+    """Every field of a received cloud as a structured array."""
+    return to_structured(from_message(msg))
+
+
+def blobs(centres: list[tuple[float, float, float]], per_blob: int = 20, seed: int = 0):
+    """Tight blobs of ``per_blob`` points (0.05 m spread) around each centre, in x y z."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate(
+        [np.asarray(c) + rng.uniform(-0.05, 0.05, (per_blob, 3)) for c in centres]
+    ).astype(np.float32)
+
+
+def alive_markers(history: list[MarkerArray]) -> set[tuple[str, int]]:
+    """The (namespace, id) markers a display shows after applying ``history`` in order."""
+    alive: set[tuple[str, int]] = set()
+    for array in history:
+        for marker in array.markers:
+            key = (marker.ns, marker.id)
+            if marker.action == Marker.DELETEALL:
+                alive.clear()
+            elif marker.action == Marker.DELETE:
+                alive.discard(key)
+            else:
+                alive.add(key)
+    return alive
+
+
+def diagnostic_values(msg: DiagnosticArray) -> dict[str, str]:
+    """Key-value pairs of the first status of a DiagnosticArray."""
+    return {kv.key: kv.value for kv in msg.status[0].values}
+
+
+class Peer:
+    """A node that publishes input clouds and records every output, spun in its own thread.
+
+    Args:
+        context: the rclpy context (already initialised).
+        nodes: further nodes to spin in the same executor (e.g. the node under test).
+        namespace: where the node under test's relative topics live.
+    """
+
+    def __init__(self, context: Context, nodes: tuple[Node, ...] = (), namespace: str = "") -> None:
+        self.node = rclpy.create_node("test_peer", context=context)
+        self._condition = threading.Condition()
+        self.received: dict[str, list[Any]] = {topic: [] for topic in OUTPUTS}
+        self._clients: dict[str, AsyncParameterClient] = {}
+        prefix = f"{namespace}/" if namespace else ""
+        for topic, kind in OUTPUTS.items():
+            name = topic if topic.startswith("/") else prefix + topic
+            self.node.create_subscription(kind, name, self._recorder(topic), 10)
+        input_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.publisher = self.node.create_publisher(PointCloud2, f"{prefix}input/points", input_qos)
+        self.executor = MultiThreadedExecutor(context=context)
+        for node in (self.node, *nodes):
+            self.executor.add_node(node)
+        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread.start()
+
+    def _recorder(self, topic: str) -> Callable[[Any], None]:
+        def record(msg: Any) -> None:
+            with self._condition:
+                self.received[topic].append(msg)
+                self._condition.notify_all()
+
+        return record
+
+    def wait_connected(self, timeout_s: float = TIMEOUT_S) -> None:
+        """Wait until the input topic has a subscriber and every output a publisher."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.publisher.get_subscription_count() > 0 and all(
+                self.node.count_publishers(s.topic_name) > 0 for s in self.node.subscriptions
+            ):
+                return
+            time.sleep(0.05)
+        raise TimeoutError("the node under test did not connect")
+
+    def wait_for(
+        self, topic: str, predicate: Callable[[Any], bool], timeout_s: float = TIMEOUT_S
+    ) -> Any:
+        """The first message recorded on ``topic`` that satisfies ``predicate``."""
+        with self._condition:
+            found = self._condition.wait_for(
+                lambda: next((m for m in self.received[topic] if predicate(m)), None),
+                timeout_s,
+            )
+        if found is None:
+            raise TimeoutError(f"no matching message on {topic} within {timeout_s} s")
+        return found
+
+    def wait_stamp(self, topic: str, stamp_s: int, timeout_s: float = TIMEOUT_S) -> Any:
+        """The output on ``topic`` for the input stamped ``stamp_s``."""
+        return self.wait_for(topic, lambda m: _stamp_of(m) == stamp_s, timeout_s)
+
+    def publish(self, msg: PointCloud2) -> None:
+        """Publish one input cloud."""
+        self.publisher.publish(msg)
+
+    def set_parameters(self, target: str, **values: Any) -> list[Any]:
+        """Set ``values`` one by one on node ``target`` through its SetParameters service (as
+        ``ros2 param set`` does); return one SetParametersResult per value."""
+        future = self._client(target).set_parameters(
+            [Parameter(k, value=v) for k, v in values.items()]
+        )
+        return list(_wait_future(future).results)
+
+    def get_parameters(self, target: str, *names: str) -> list[Any]:
+        """Current values of ``names`` on node ``target`` (ParameterValue messages)."""
+        return list(_wait_future(self._client(target).get_parameters(list(names))).values)
+
+    def _client(self, target: str) -> AsyncParameterClient:
+        if target not in self._clients:
+            client = AsyncParameterClient(self.node, target)
+            if not client.wait_for_services(timeout_sec=TIMEOUT_S):
+                raise TimeoutError(f"parameter services of {target} not available")
+            self._clients[target] = client
+        return self._clients[target]
+
+    def close(self) -> None:
+        """Stop spinning and destroy the peer node."""
+        self.executor.shutdown()
+        self._thread.join(TIMEOUT_S)
+        self.node.destroy_node()
+
+
+def _stamp_of(msg: Any) -> int | None:
+    if isinstance(msg, MarkerArray):
+        return msg.markers[0].header.stamp.sec if msg.markers else None
+    return msg.header.stamp.sec
+
+
+def _wait_future(future: Any, timeout_s: float = TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not future.done():
+        if time.monotonic() > deadline:
+            raise TimeoutError("service call timed out")
+        time.sleep(0.02)
+    return future.result()

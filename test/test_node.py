@@ -1,0 +1,280 @@
+"""The node in-process: outputs, header passthrough, bad input, newest-wins, live tuning."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.parameter import Parameter  # noqa: E402
+from visualization_msgs.msg import Marker  # noqa: E402
+
+from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
+from gpu_euclidean_cluster.cluster_stats import cluster_rgb, unpack_rgb  # noqa: E402
+from gpu_euclidean_cluster.ros.node import EuclideanClusterNode  # noqa: E402
+from gpu_euclidean_cluster.ros.parameters import descriptor  # noqa: E402
+from gpu_euclidean_cluster.ros.settings import PARAMETERS  # noqa: E402
+
+from ._node_helpers import (  # noqa: E402
+    TIMEOUT_S,
+    Peer,
+    alive_markers,
+    blobs,
+    cloud_message,
+    decode,
+    diagnostic_values,
+    header,
+    random_domain_id,
+    xyzi_array,
+)
+
+pytestmark = pytest.mark.ros
+NAME = "euclidean_cluster_node"
+NAMESPACES = ("cluster_boxes", "cluster_ids")
+
+
+@pytest.fixture(scope="module")
+def ros():
+    """An isolated context with the node under test (CPU backend) and a peer, spinning."""
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=random_domain_id())
+    node = EuclideanClusterNode(
+        context=context, parameter_overrides=[Parameter("backend", value="cpu")]
+    )
+    peer = Peer(context, (node,))
+    peer.wait_connected()
+    yield node, peer
+    peer.close()
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+@pytest.fixture(scope="module")
+def stamps():
+    """Unique whole-second stamps across the module, so each test matches its own outputs."""
+    counter = itertools.count(1000)
+    return lambda: next(counter)
+
+
+def _send(peer: Peer, msg, topics=("output/labeled_points",)):
+    peer.publish(msg)
+    return [peer.wait_stamp(t, msg.header.stamp.sec) for t in topics]
+
+
+def test_descriptors_declared_as_specified(ros):
+    node, _ = ros
+    for spec in PARAMETERS:
+        declared = node.describe_parameter(spec.name)
+        expected = descriptor(spec)
+        assert declared.type == expected.type, spec.name
+        assert declared.read_only == spec.read_only, spec.name
+        assert declared.description == spec.description, spec.name
+        assert list(declared.integer_range) == list(expected.integer_range), spec.name
+        assert list(declared.floating_point_range) == list(expected.floating_point_range)
+
+
+def test_real_frame_outputs(ros, load_frame, stamps):
+    _, peer = ros
+    xyz = load_frame("kitti_000008.bin")
+    points = xyzi_array(xyz)
+    points["intensity"] = np.linspace(0, 1, len(points), dtype=np.float32)
+    msg = cloud_message(points, stamps())
+    msg.header.frame_id = "velodyne"
+    labeled, clusters, markers = _send(
+        peer, msg, ("output/labeled_points", "output/clusters", "output/markers")
+    )
+    expected = euclidean_cluster(xyz, 0.5, backend="cpu")
+
+    assert labeled.header == msg.header and clusters.header == msg.header
+    out = decode(labeled)
+    assert out.dtype.names == ("x", "y", "z", "intensity", "cluster_id", "rgb")
+    assert (labeled.height, labeled.width) == (1, len(xyz))
+    np.testing.assert_array_equal(out["intensity"], points["intensity"])
+    np.testing.assert_array_equal(out["cluster_id"], expected.labels)
+    np.testing.assert_array_equal(unpack_rgb(out["rgb"]), cluster_rgb(expected.labels))
+
+    table = decode(clusters)
+    assert len(table) == expected.num_clusters == 144
+    np.testing.assert_array_equal(table["num_points"], expected.cluster_sizes)
+    ids = out["cluster_id"]
+    for axis in "xyz":
+        lower = table[f"min_{axis}"][ids[ids >= 0]]
+        upper = table[f"max_{axis}"][ids[ids >= 0]]
+        assert np.all((lower <= out[axis][ids >= 0]) & (out[axis][ids >= 0] <= upper))
+        assert np.all(table[f"min_{axis}"] <= table[axis])
+        assert np.all(table[axis] <= table[f"max_{axis}"])
+    assert len([m for m in markers.markers if m.action == Marker.ADD]) == 2 * 144
+    assert all(m.header == msg.header for m in markers.markers)
+
+
+def test_markers_replaced_not_accumulated(ros, stamps):
+    _, peer = ros
+    arrays = []
+    for count in (5, 2, 3):
+        centres = [(3.0 * k + 5.0, 0.0, 0.0) for k in range(count)]
+        (markers,) = _send(
+            peer, cloud_message(xyzi_array(blobs(centres)), stamps()), ("output/markers",)
+        )
+        arrays.append(markers)
+    shrink, grow = arrays[1].markers, arrays[2].markers
+    assert {(m.ns, m.id) for m in shrink if m.action == Marker.DELETE} == {
+        (ns, i) for ns in NAMESPACES for i in (2, 3, 4)
+    }
+    assert not [m for m in grow if m.action == Marker.DELETE]
+    assert alive_markers(arrays) == {(ns, i) for ns in NAMESPACES for i in range(3)}
+
+
+def test_organised_big_endian_float64_cloud(ros, stamps):
+    _, peer = ros
+    dtype = np.dtype(
+        {
+            "names": ["z", "ring", "x", "y"],
+            "formats": [">f8", ">u2", ">f8", ">f8"],
+            "offsets": [0, 8, 11, 19],
+            "itemsize": 29,
+        }
+    )
+    xyz = blobs([(4.0, 0.0, 0.0), (0.0, 6.0, 0.0)], per_blob=8)
+    points = np.zeros(16, dtype=dtype)
+    for axis, name in enumerate("xyz"):
+        points[name] = xyz[:, axis]
+    points["ring"] = np.arange(16)
+    points["x"][3] = np.nan
+    msg = cloud_message(points, stamps(), height=4, is_bigendian=True)
+    (labeled,) = _send(peer, msg)
+    assert (labeled.height, labeled.width, labeled.is_bigendian) == (4, 4, True)
+    out = decode(labeled)
+    np.testing.assert_array_equal(out["ring"], np.arange(16))
+    np.testing.assert_array_equal(out["x"], points["x"])
+    assert out["cluster_id"][3] == -1
+    assert sorted(np.unique(out["cluster_id"]).tolist()) == [-1, 0, 1]
+
+
+def test_empty_cloud_gives_empty_outputs(ros, stamps):
+    _, peer = ros
+    msg = cloud_message(xyzi_array(np.zeros((0, 3))), stamps())
+    labeled, clusters = _send(peer, msg, ("output/labeled_points", "output/clusters"))
+    assert labeled.header == msg.header and clusters.header == msg.header
+    assert labeled.width * labeled.height == 0 and clusters.width == 0
+    assert "cluster_id" in {f.name for f in labeled.fields}
+
+
+@pytest.mark.parametrize("defect", ["missing_fields", "malformed"])
+def test_bad_frame_rejected_counted_and_next_frame_answered(ros, stamps, defect):
+    node, peer = ros
+    before = node.stats()
+    good = cloud_message(xyzi_array(blobs([(5.0, 0.0, 0.0)])), stamps())
+    bad = cloud_message(xyzi_array(blobs([(5.0, 0.0, 0.0)])), stamps())
+    if defect == "missing_fields":
+        bad.fields = [f for f in bad.fields if f.name != "y"]
+    else:
+        bad.data = bad.data[: len(bad.data) // 2]
+    peer.publish(bad)
+    deadline = time.monotonic() + TIMEOUT_S
+    while node.stats().rejected.get(defect, 0) <= before.rejected.get(defect, 0):
+        assert time.monotonic() < deadline, "bad frame was not counted"
+        time.sleep(0.02)
+    (labeled,) = _send(peer, good)
+    assert decode(labeled)["cluster_id"].tolist() == [0] * 20
+    assert node.stats().last_rejection.startswith("bad PointCloud2")
+    report = peer.wait_for(
+        "/diagnostics",
+        lambda m: (
+            int(diagnostic_values(m).get(f"frames_rejected_{defect}", 0))
+            > before.rejected.get(defect, 0)
+        ),
+    )
+    values = diagnostic_values(report)
+    assert values["backend"] == "cpu"
+    assert {"input_rate_hz", "latency_p50_ms", "latency_p99_ms", "frames_dropped"} <= set(values)
+
+
+def test_newest_frame_wins(ros, load_frame, stamps):
+    node, peer = ros
+    xyz = xyzi_array(load_frame("kitti_000008.bin"))
+    before = node.stats()
+    sent = [cloud_message(xyz, stamps()) for _ in range(8)]
+    for msg in sent:
+        peer.publish(msg)
+    peer.wait_stamp("output/labeled_points", sent[-1].header.stamp.sec)
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        after = node.stats()
+        received = after.received - before.received
+        processed = after.processed - before.processed
+        dropped = after.dropped - before.dropped
+        if processed + dropped == received or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    # The middleware may discard some (input depth 5); every frame the node got is accounted for.
+    assert 1 <= received <= 8 and processed + dropped == received
+    assert dropped >= 1, "frames arriving during processing must be dropped, not queued"
+    outputs = {m.header.stamp.sec for m in peer.received["output/labeled_points"]}
+    assert len(outputs & {m.header.stamp.sec for m in sent}) == processed
+    p50, p99 = node.latency_ms()
+    assert 0 < p50 <= p99
+
+
+def test_use_height_and_clipping_apply_live(ros, stamps):
+    _, peer = ros
+    stacked = blobs([(5.0, 0.0, 0.0), (5.0, 0.0, 2.0), (30.0, 0.0, 0.0)])
+    msg = cloud_message(xyzi_array(stacked), stamps())
+    results = peer.set_parameters(NAME, use_height=False, max_range=20.0)
+    assert all(r.successful for r in results)
+    try:
+        (labeled,) = _send(peer, msg)
+        ids = decode(labeled)["cluster_id"]
+        assert ids[:40].tolist() == [0] * 40, "stacked blobs merge when z is ignored"
+        assert ids[40:].tolist() == [-1] * 20, "points beyond max_range are not clustered"
+    finally:
+        peer.set_parameters(NAME, use_height=True, max_range=math.inf)
+
+
+def test_invalid_parameter_sets_rejected_with_reasons(ros):
+    node, peer = ros
+    before = node.settings
+    cases = {
+        "method": ("bogus", "unknown method 'bogus'"),
+        "d_th": (0.0, "d_th must be > 0"),
+        "min_cluster_size": (10**6, "must not exceed max_cluster_size (1000)"),
+        "min_z": (5.0, "min_z (5.0) must be below max_z (1.0)"),
+    }
+    for name, value in (("max_cluster_size", 1000), ("max_z", 1.0)):
+        assert peer.set_parameters(NAME, **{name: value})[0].successful
+    expected = node.settings
+    try:
+        for name, (value, reason) in cases.items():
+            (result,) = peer.set_parameters(NAME, **{name: value})
+            assert not result.successful and reason in result.reason, (name, result.reason)
+        (nan,) = peer.set_parameters(NAME, d_th=float("nan"))
+        assert not nan.successful and nan.reason
+        (read_only,) = peer.set_parameters(NAME, backend="cuda")
+        assert not read_only.successful and "read-only" in read_only.reason
+        current = peer.get_parameters(NAME, "method", "d_th", "min_cluster_size", "backend")
+        assert [current[0].string_value, current[1].double_value] == ["matrix", 0.5]
+        assert [current[2].integer_value, current[3].string_value] == [1, "cpu"]
+        assert node.settings == expected
+        assert expected.cluster == before.cluster.with_changes(max_cluster_size=1000)
+    finally:
+        peer.set_parameters(NAME, max_cluster_size=2**31 - 1)
+        peer.set_parameters(NAME, max_z=math.inf)
+    assert node.settings == before
+
+
+def test_live_d_th_change_on_kitti(ros, load_frame, pcl_reference, stamps):
+    _, peer = ros
+    msg = cloud_message(xyzi_array(load_frame("kitti_000001.bin")), 0)
+    counts = []
+    for d_th in (0.5, 1.0):
+        assert peer.set_parameters(NAME, d_th=d_th)[0].successful
+        msg.header = header(stamps())
+        (clusters,) = _send(peer, msg, ("output/clusters",))
+        counts.append(clusters.width)
+    peer.set_parameters(NAME, d_th=0.5)
+    reference = pcl_reference["kitti_000001.bin"]
+    assert counts == [reference[0.5], reference[1.0]] == [1724, 477]
