@@ -1,0 +1,135 @@
+"""The node's ROS-free parts: settings validation, the frame pipeline, GPU OOM fallback."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gpu_euclidean_cluster import euclidean_cluster
+from gpu_euclidean_cluster.config import ClusterConfig, ConfigError
+from gpu_euclidean_cluster.cpu_backend import CpuBackend
+from gpu_euclidean_cluster.matrix_memory import MatrixMemoryError
+from gpu_euclidean_cluster.pointcloud2 import PointCloud2Error, from_structured, to_structured
+from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor, clip_mask, is_out_of_memory
+from gpu_euclidean_cluster.ros.latest_slot import LatestSlot
+from gpu_euclidean_cluster.ros.settings import (
+    PARAMETERS,
+    NodeSettings,
+    settings_from_values,
+)
+
+DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
+
+
+def _cloud(xyz: np.ndarray):
+    points = np.zeros(len(xyz), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+    for axis, name in enumerate("xyz"):
+        points[name] = xyz[:, axis]
+    return from_structured(points)
+
+
+class _OutOfMemoryGpu(CpuBackend):
+    """A 'GPU' whose labelling always runs out of memory."""
+
+    name = "cuda"
+    device = "Fake GPU"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def label(self, points, config):
+        raise self.error
+
+
+def test_defaults_are_the_library_defaults():
+    assert settings_from_values(DEFAULTS) == NodeSettings()
+    assert NodeSettings().cluster == ClusterConfig()
+    assert not NodeSettings().clips
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"method": "bogus"}, "unknown method 'bogus'"),
+        ({"search": "kd"}, "unknown search 'kd'"),
+        ({"d_th": 0.0}, "d_th must be > 0 m"),
+        ({"d_th": math.nan}, "d_th must be a finite number"),
+        ({"min_cluster_size": 20, "max_cluster_size": 10}, "must not exceed"),
+        ({"min_range": 5.0, "max_range": 5.0}, "min_range (5.0) must be below max_range"),
+        ({"min_z": math.nan}, "min_z must be a number"),
+        ({"min_range": -1.0}, "min_range must be >= 0"),
+    ],
+)
+def test_invalid_settings_rejected_with_reason(changes, reason):
+    with pytest.raises(ConfigError) as error:
+        settings_from_values({**DEFAULTS, **changes})
+    assert reason in str(error.value)
+
+
+def test_several_problems_reported_together():
+    with pytest.raises(ConfigError) as error:
+        settings_from_values({**DEFAULTS, "d_th": -1.0, "min_z": 2.0, "max_z": 1.0})
+    assert "d_th" in str(error.value) and "min_z" in str(error.value)
+
+
+def test_clip_mask_windows():
+    xyz = np.array([[1, 0, 0], [3, 4, 0], [30, 0, 0], [3, 4, 5], [np.nan, 0, 0]], float)
+    settings = NodeSettings(min_range=2.0, max_range=10.0, max_z=1.0)
+    assert settings.clips
+    assert clip_mask(xyz, settings).tolist() == [False, True, False, False, False]
+
+
+def test_frame_matches_library_and_flattening_merges_layers():
+    rng = np.random.default_rng(0)
+    low = rng.uniform(0, 0.2, (30, 3))
+    xyz = np.concatenate([low, low + np.array([0.0, 0.0, 3.0])])
+    processor = FrameProcessor("cpu")
+    output = processor.process(_cloud(xyz), NodeSettings())
+    expected = euclidean_cluster(xyz, 0.5, backend="cpu")
+    np.testing.assert_array_equal(to_structured(output.labeled)["cluster_id"], expected.labels)
+    assert output.clusters.width == 2 and output.fallback_reason is None
+    flat = processor.process(_cloud(xyz), NodeSettings(use_height=False))
+    assert flat.result.num_clusters == 1
+    assert flat.table[0]["max_z"] == pytest.approx(xyz[:, 2].max()), "boxes use the real z"
+
+
+@pytest.mark.parametrize("kind", ["matrix", "cupy"])
+def test_out_of_memory_frame_falls_back_to_cpu(kind):
+    if kind == "matrix":
+        error: Exception = MatrixMemoryError(100_000, 2**34, 2**30)
+    else:
+        error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})()
+    assert is_out_of_memory(error)
+    processor = FrameProcessor(_OutOfMemoryGpu(error))
+    xyz = np.random.default_rng(1).uniform(0, 5, (200, 3))
+    output = processor.process(_cloud(xyz), NodeSettings())
+    assert output.result.backend == "cpu" and "out of memory" in output.fallback_reason
+    expected = euclidean_cluster(xyz, 0.5, backend="cpu")
+    np.testing.assert_array_equal(output.result.labels, expected.labels)
+
+
+def test_other_backend_errors_are_not_swallowed():
+    processor = FrameProcessor(_OutOfMemoryGpu(RuntimeError("kernel failed")))
+    assert not is_out_of_memory(RuntimeError("kernel failed"))
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        processor.process(_cloud(np.zeros((3, 3))), NodeSettings())
+
+
+def test_undecodable_cloud_raises_pointcloud2_error():
+    cloud = _cloud(np.zeros((3, 3)))
+    broken = type(cloud)(**{**cloud.__dict__, "data": b"\0" * 4})
+    with pytest.raises(PointCloud2Error, match="fewer than row_step"):
+        FrameProcessor("cpu").process(broken, NodeSettings())
+
+
+def test_latest_slot_newest_wins():
+    slot: LatestSlot[int] = LatestSlot()
+    assert slot.put(1) is False
+    assert slot.put(2) is True
+    assert slot.take(0.0) == 2
+    assert slot.take(0.01) is None
+    slot.put(3)
+    slot.close()
+    assert slot.take() is None and slot.closed

@@ -1,0 +1,157 @@
+"""The ROS-free PointCloud2 codec and cluster statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_euclidean_cluster import pointcloud2 as pc
+from gpu_euclidean_cluster.cluster_stats import (
+    CLUSTER_DTYPE,
+    UNCLUSTERED_RGB,
+    cluster_rgb,
+    cluster_table,
+    pack_rgb,
+    unpack_rgb,
+)
+
+#: An awkward layout: z first, an unaligned uint16, float64 x/y, 3 bytes of padding (step 29).
+ODD = np.dtype(
+    {
+        "names": ["z", "ring", "x", "y", "rgb"],
+        "formats": ["<f4", "<u2", "<f8", "<f8", ("<u1", (3,))],
+        "offsets": [0, 4, 7, 15, 23],
+        "itemsize": 29,
+    }
+)
+
+
+XYZ_FIELDS = tuple(pc.Field(name, 4 * i, pc.FLOAT32) for i, name in enumerate("xyz"))
+
+
+def _odd_points(n: int = 12, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    points = np.zeros(n, dtype=ODD)
+    for name in ("x", "y", "z"):
+        points[name] = rng.uniform(-50, 50, n)
+    points["ring"] = rng.integers(0, 64, n)
+    points["rgb"] = rng.integers(0, 255, (n, 3))
+    return points
+
+
+@pytest.mark.parametrize("bigendian", [False, True])
+@pytest.mark.parametrize("height", [1, 3])
+def test_round_trip_any_layout(bigendian, height):
+    points = _odd_points()
+    cloud = pc.from_structured(points, height=height, is_bigendian=bigendian)
+    assert (cloud.height, cloud.width, cloud.point_step) == (height, 12 // height, 29)
+    assert cloud.field("rgb") == pc.Field("rgb", 23, pc.UINT8, 3)
+    decoded = pc.to_structured(cloud)
+    for name in ODD.names:
+        np.testing.assert_array_equal(decoded[name], points[name])
+    xyz = pc.read_xyz(cloud)
+    assert xyz.dtype == np.float64
+    np.testing.assert_array_equal(xyz, np.stack([points["x"], points["y"], points["z"]], 1))
+
+
+def test_big_endian_bytes_are_big_endian():
+    points = np.zeros(1, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+    points["x"] = 1.0
+    cloud = pc.from_structured(points, is_bigendian=True)
+    assert bytes(cloud.data[:4]) == np.array([1.0], dtype=">f4").tobytes()
+    assert pc.read_xyz(cloud)[0].tolist() == [1.0, 0.0, 0.0]
+
+
+def test_row_padding_is_skipped():
+    points = _odd_points(6)
+    packed = pc.from_structured(points, height=2)
+    rows = np.frombuffer(bytes(packed.data), np.uint8).reshape(2, 3 * 29)
+    padded = np.concatenate([rows, np.full((2, 5), 0xEE, np.uint8)], axis=1)
+    cloud = pc.RawCloud(packed.fields, 2, 3, 29, 3 * 29 + 5, padded.tobytes())
+    np.testing.assert_array_equal(pc.to_structured(cloud)["y"], points["y"])
+
+
+def test_append_fields_keeps_every_byte_and_organisation():
+    points = _odd_points(12)
+    cloud = pc.from_structured(points, height=3, is_bigendian=True)
+    labels = np.arange(-1, 11, dtype=np.int32)
+    out = pc.append_fields(cloud, {"cluster_id": labels, "rgb": np.ones(12, np.float32)})
+    assert (out.height, out.width, out.is_bigendian) == (3, 4, True)
+    assert out.point_step % 4 == 0 and out.row_step == 4 * out.point_step
+    raw = np.frombuffer(bytes(out.data), np.uint8).reshape(12, out.point_step)
+    original = np.frombuffer(bytes(cloud.data), np.uint8).reshape(12, 29)
+    np.testing.assert_array_equal(raw[:, :29], original)
+    decoded = pc.to_structured(out)
+    np.testing.assert_array_equal(decoded["cluster_id"], labels)
+    np.testing.assert_array_equal(decoded["ring"], points["ring"])
+    assert decoded.dtype["rgb"] == np.float32, "a same-named field is replaced, not duplicated"
+    assert [f.name for f in out.fields].count("rgb") == 1
+
+
+def test_empty_cloud():
+    empty = pc.from_structured(np.zeros(0, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")]))
+    assert pc.read_xyz(empty).shape == (0, 3)
+    out = pc.append_fields(empty, {"cluster_id": np.zeros(0, np.int32)})
+    assert out.num_points == 0 and out.field("cluster_id").offset == 12
+
+
+@pytest.mark.parametrize(
+    ("change", "kind", "words"),
+    [
+        ({"fields": ()}, "missing_fields", "missing field(s) x, y, z"),
+        ({"data": b"\0" * 100}, "malformed", "fewer than row_step"),
+        ({"row_step": 10}, "malformed", "row_step 10 < width"),
+        ({"point_step": 6, "row_step": 72}, "malformed", "does not fit in point_step 6"),
+        ({"fields": (pc.Field("x", 0, 99), pc.Field("y", 4, 7), pc.Field("z", 8, 7))},
+         "unsupported", "unknown datatype 99"),
+        ({"fields": (*XYZ_FIELDS, pc.Field("x", 4, 7))}, "malformed",
+         "duplicate field names ['x']"),
+    ],
+)  # fmt: skip
+def test_bad_clouds_are_rejected_with_reasons(change, kind, words):
+    points = np.zeros(12, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+    good = pc.from_structured(points)
+    bad = pc.RawCloud(**{**good.__dict__, **change})
+    with pytest.raises(pc.PointCloud2Error) as error:
+        pc.read_xyz(bad)
+    assert error.value.kind == kind and words in str(error.value)
+
+
+def test_from_message_is_duck_typed():
+    class Message:
+        fields = tuple(
+            type("F", (), {"name": n, "offset": 4 * i, "datatype": 7, "count": 1})
+            for i, n in enumerate("xyz")
+        )
+        height, width, point_step, row_step = 1, 2, 12, 24
+        is_bigendian, is_dense = False, True
+        data = np.arange(6, dtype="<f4").view(np.uint8)
+
+    cloud = pc.from_message(Message())
+    assert pc.read_xyz(cloud).tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_cluster_table_boxes_and_centroids():
+    xyz = np.array([[0, 0, 0], [2, 0, 0], [np.nan, 1, 1], [10, 10, 10], [5, 5, 5]], float)
+    labels = np.array([0, 0, -1, 1, -1], np.int32)
+    table = cluster_table(xyz, labels, 2)
+    assert table.dtype == CLUSTER_DTYPE
+    assert table["num_points"].tolist() == [2, 1]
+    assert table[0][["x", "y", "z"]].tolist() == (1.0, 0.0, 0.0)
+    assert table[0][["min_x", "max_x"]].tolist() == (0.0, 2.0)
+    assert table[1][["min_z", "max_z", "z"]].tolist() == (10.0, 10.0, 10.0)
+    with pytest.raises(ValueError, match="non-empty clusters"):
+        cluster_table(xyz, labels, 3)
+
+
+def test_colours_stable_distinct_and_packed():
+    labels = np.array([-1, 0, 1, 2, 0, 7], np.int32)
+    rgb = cluster_rgb(labels)
+    assert rgb[0].tolist() == list(UNCLUSTERED_RGB)
+    np.testing.assert_array_equal(rgb[1], rgb[4])
+    assert len({tuple(c) for c in rgb[1:4]}) == 3
+    np.testing.assert_array_equal(cluster_rgb(np.array([7])), rgb[5:])
+    packed = pack_rgb(rgb)
+    assert packed.dtype == np.float32
+    assert packed[:1].view(np.uint32)[0] == 0x808080
+    np.testing.assert_array_equal(unpack_rgb(packed), rgb)
