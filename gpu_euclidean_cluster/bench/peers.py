@@ -131,7 +131,7 @@ ALL_PEERS: tuple[Peer, ...] = (
 #: The peer speedups are quoted against (the paper's baseline is PCL).
 BASELINE_PEER = "pcl-kdtree"
 
-_MODULES = {"sklearn-dbscan": "sklearn", "open3d-dbscan": "open3d"}
+_MODULES = {"sklearn-dbscan": "sklearn.cluster", "open3d-dbscan": "open3d"}
 
 
 def peer_names() -> tuple[str, ...]:
@@ -141,17 +141,24 @@ def peer_names() -> tuple[str, ...]:
 
 def unavailable_reason(name: str) -> str | None:
     """Why peer ``name`` cannot run here (its module does not import), or None."""
-    module = _MODULES.get(name)
+    module = _MODULES.get(name, "").split(".")[0]
     if module and importlib.util.find_spec(module) is None:
         return f"{module} is not installed"
     return None
 
 
 def select_peers(names: list[str]) -> list[Peer]:
-    """The peers called ``names``, in the tool's order (unknown names raise ValueError)."""
+    """The peers called ``names``, in the tool's order (unknown names raise ValueError).
+
+    Their optional modules are imported here, so that no timed call pays for the import.
+    """
     unknown = sorted(set(names) - set(peer_names()))
     if unknown:
         raise ValueError(
             f"unknown CPU peer(s) {', '.join(unknown)}; known: {', '.join(peer_names())}"
         )
-    return [peer for peer in ALL_PEERS if peer.name in names]
+    chosen = [peer for peer in ALL_PEERS if peer.name in names]
+    for peer in chosen:
+        if peer.name in _MODULES and unavailable_reason(peer.name) is None:
+            importlib.import_module(_MODULES[peer.name])
+    return chosen

@@ -140,6 +140,8 @@ def _stage_figure(
             values = np.nan_to_num(values)
             ax.bar(x, values, 0.7, bottom=bottom, label=STAGE_LABELS[stage])
             bottom += values
+        if not bottom.any():
+            ax.text(0.5, 0.5, "not run (see status / reason)", ha="center", transform=ax.transAxes)
         ax.set_title(method, fontsize=9)
         ax.set_xticks(x, groups, fontsize=6, rotation=45)
         ax.set_ylabel("ms", fontsize=8)

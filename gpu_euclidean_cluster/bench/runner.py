@@ -26,9 +26,6 @@ from .stats import median, p99, time_calls
 SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS"}
 GPU_METHODS: tuple[tuple[str, str], ...] = tuple((m, s) for s in SEARCHES for m in METHODS)
 
-#: Exhaustive search on the CPU compares all N^2/2 pairs: beyond this many points it is hopeless.
-CPU_ES_MAX_POINTS = 20000
-
 #: The peer every row's ``matches_oracle`` is judged against when it ran (else the ground truth).
 ORACLE_PEER = "cpu-backend"
 
@@ -48,6 +45,7 @@ class Settings:
     peer_warmup: int = 0
     cpu_max_points: int = 262144
     cpu_max_pairs: int = 10_000_000
+    cpu_es_max_points: int = 20000
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -99,6 +97,7 @@ class CaseRunner:
         self, case: Case, data: CaseData, peer: Peer
     ) -> tuple[dict[str, Any], np.ndarray | None]:
         row = _base_row(case, data, peer.name, "cpu-peer", "cpu")
+        row["device"] = "cpu"
         reason = self._cpu_skip_reason(case, data, exhaustive=False)
         if reason:
             row.update(status="skipped", reason=reason, _labels=None)
@@ -156,8 +155,11 @@ class CaseRunner:
             return f"{n} points > --cpu-max-points {s.cpu_max_points}"
         if case.expected_pairs is not None and case.expected_pairs > s.cpu_max_pairs:
             return f"~{case.expected_pairs} neighbour pairs > --cpu-max-pairs {s.cpu_max_pairs}"
-        if exhaustive and n > CPU_ES_MAX_POINTS:
-            return f"exhaustive search on the CPU over {n} > {CPU_ES_MAX_POINTS} points"
+        if exhaustive and n > s.cpu_es_max_points:
+            return (
+                f"exhaustive search on the CPU: {n} points > --cpu-es-max-points "
+                f"{s.cpu_es_max_points}"
+            )
         return None
 
 

@@ -139,6 +139,13 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
         f"(default {d.cpu_max_pairs})",
     )
     parser.add_argument(
+        "--cpu-es-max-points",
+        type=int,
+        default=d.cpu_es_max_points,
+        help="skip exhaustive search on backend cpu (N^2/2 comparisons) on larger clouds "
+        f"(default {d.cpu_es_max_points})",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="CI mode: small clouds, CPU backend, 1 warm-up, 2 repeats",
@@ -265,10 +272,15 @@ def _measure(args: argparse.Namespace, name: str, cases: list[Any]) -> int:
     return 0
 
 
+#: ``--quick``: one warm-up, two repeats, and exhaustive search on the CPU only on tiny clouds.
+QUICK_SETTINGS = {"warmup": 1, "repeats": 2, "budget_s": 0.5, "peer_warmup": 0,
+                  "cpu_es_max_points": 4096}  # fmt: skip
+
+
 def _settings(args: argparse.Namespace) -> Any:
     from ..bench.runner import Settings
 
-    for option in ("repeats", "cpu_max_points", "cpu_max_pairs"):
+    for option in ("repeats", "cpu_max_points", "cpu_max_pairs", "cpu_es_max_points"):
         if getattr(args, option) < 1:
             raise CommandError(f"--{option.replace('_', '-')} must be >= 1")
     for option in ("warmup", "peer_warmup"):
@@ -276,23 +288,10 @@ def _settings(args: argparse.Namespace) -> Any:
             raise CommandError(f"--{option.replace('_', '-')} must be >= 0")
     if not args.budget_s > 0:
         raise CommandError("--budget-s must be > 0")
+    values = {name: getattr(args, name) for name in Settings.__dataclass_fields__}
     if args.quick:
-        return Settings(
-            warmup=1,
-            repeats=2,
-            budget_s=0.5,
-            peer_warmup=0,
-            cpu_max_points=args.cpu_max_points,
-            cpu_max_pairs=args.cpu_max_pairs,
-        )
-    return Settings(
-        warmup=args.warmup,
-        repeats=args.repeats,
-        budget_s=args.budget_s,
-        peer_warmup=args.peer_warmup,
-        cpu_max_points=args.cpu_max_points,
-        cpu_max_pairs=args.cpu_max_pairs,
-    )
+        values.update(QUICK_SETTINGS)
+    return Settings(**values)
 
 
 def _methods(value: str) -> list[tuple[str, str]]:
