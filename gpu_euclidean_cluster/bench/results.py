@@ -50,6 +50,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "num_edges",
     "num_labels_after_initial",
     "peak_bytes",
+    "pool_bytes",
     "matches_oracle",
     "oracle",
 )

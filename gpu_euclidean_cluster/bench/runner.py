@@ -141,7 +141,7 @@ class CaseRunner:
             row.update(_failure_fields(error))
             return row
         finally:
-            _release_device_memory(self.backend)
+            row["pool_bytes"] = _release_device_memory(self.backend)
         measured = results[timed.warmup_runs :]
         row.update(_timing_fields(timed.samples_ms, timed.warmup_runs))
         row.update(_result_fields(measured))
@@ -217,12 +217,20 @@ def _failure_fields(error: Exception) -> dict[str, Any]:
     return {"status": "error", "reason": f"{type(error).__name__}: {error}"}
 
 
-def _release_device_memory(backend: Backend) -> None:
-    """Return CuPy's pooled blocks after each method, so the next one sees all free memory."""
-    if backend.name == "cuda":
-        import cupy
+def _release_device_memory(backend: Backend) -> int | None:
+    """Return CuPy's pooled blocks so the next method sees all free memory.
 
-        cupy.get_default_memory_pool().free_all_blocks()
+    Returns the bytes the pool held before (its high-water mark over the method's runs, since
+    the pool keeps every block it allocated until freed), or None off the GPU.
+    """
+    if backend.name != "cuda":
+        return None
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    held = int(pool.total_bytes())
+    pool.free_all_blocks()
+    return held
 
 
 def _truth_oracle(data: CaseData) -> tuple[np.ndarray | None, str | None]:
