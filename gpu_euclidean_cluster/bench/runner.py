@@ -73,17 +73,19 @@ class CaseRunner:
     def run(self, case: Case, on_step: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """Rows for ``case``: one per peer and one per method, with speedups filled in."""
         data = case.load()
-        rows: list[dict[str, Any]] = []
         oracle, oracle_name = _truth_oracle(data)
+        peer_runs = []
         for peer in self.peers:
             if on_step:
                 on_step(f"{case.key} {peer.name}")
             row, labels = self._run_peer(case, data, peer)
             if peer.name == ORACLE_PEER and labels is not None:
                 oracle, oracle_name = labels, ORACLE_PEER
+            peer_runs.append((row, labels))
+        rows = []
+        for row, labels in peer_runs:
+            row["matches_oracle"] = _matches(labels, oracle)
             rows.append(row)
-        for row in rows:
-            row["matches_oracle"] = _matches(row.pop("_labels"), oracle)
         for method, search in self.methods:
             if on_step:
                 on_step(f"{case.key} {method_name(method, search)}")
@@ -100,7 +102,7 @@ class CaseRunner:
         row["device"] = "cpu"
         reason = self._cpu_skip_reason(case, data, exhaustive=False)
         if reason:
-            row.update(status="skipped", reason=reason, _labels=None)
+            row.update(status="skipped", reason=reason)
             return row, None
         s = self.settings
         try:
@@ -108,11 +110,11 @@ class CaseRunner:
                 lambda: peer.cluster(data.points, data.d_th), s.peer_warmup, s.repeats, s.budget_s
             )
         except Exception as error:  # a peer's failure is recorded, the run goes on
-            row.update(status="error", reason=f"{type(error).__name__}: {error}", _labels=None)
+            row.update(_failure_fields(error))
             return row, None
         labels = _canonical(timed.value)
         row.update(_timing_fields(timed.samples_ms, timed.warmup_runs))
-        row.update(status="ok", clusters=int(labels.max(initial=-1)) + 1, _labels=labels)
+        row.update(status="ok", clusters=int(labels.max(initial=-1)) + 1)
         return row, labels
 
     def _run_method(
