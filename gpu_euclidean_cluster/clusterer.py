@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .config import BACKENDS, ClusterConfig, ConfigError
-from .labels import array_module, canonical_labels
+from .labels import array_module
 from .result import STAGES, ClusterResult, Labelling
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,11 @@ class Backend(Protocol):
 
     def label(self, points: Any, config: ClusterConfig) -> Labelling:
         """Connected components of the d_th-neighbour graph of finite ``points``."""
+
+    def number_clusters(
+        self, components: Any, min_size: int, max_size: int
+    ) -> tuple[Any, np.ndarray, int]:
+        """:func:`~gpu_euclidean_cluster.labels.canonical_labels` on this backend's device."""
 
 
 def cuda_available() -> bool:
@@ -134,7 +139,7 @@ class EuclideanClusterer:
         for stage in ("build", "label"):
             timings[stage] += labelling.timings_ms.get(stage, 0.0)
         with clock("filter"):
-            valid_labels, sizes, num_components = canonical_labels(
+            valid_labels, sizes, num_components = self.backend.number_clusters(
                 labelling.components, config.min_cluster_size, config.max_cluster_size
             )
             labels = xp.full(device_points.shape[0], -1, dtype=xp.int32)

@@ -43,6 +43,9 @@ class ClusterConfig:
         min_cluster_size: clusters with fewer points are labelled -1.
         max_cluster_size: clusters with more points are labelled -1.
         matrix_block: the matrix method's block size ``b`` (multiple of 32, at most 1024).
+        pointer_jumping: vertex and edge methods only: hook labels at their roots and compress
+            paths after each pass (Hawick et al.'s label-equivalence steps). Same labels in far
+            fewer passes; off by default so the paper's algorithms run as written.
     """
 
     d_th: float = 0.5
@@ -51,6 +54,7 @@ class ClusterConfig:
     min_cluster_size: int = 1
     max_cluster_size: int = UNLIMITED_CLUSTER_SIZE
     matrix_block: int = DEFAULT_MATRIX_BLOCK
+    pointer_jumping: bool = False
 
     def __post_init__(self) -> None:
         for problem in config_problems(self):
@@ -77,6 +81,8 @@ def config_problems(config: ClusterConfig) -> list[str]:
     block = config.matrix_block
     if not _is_int(block) or block < 32 or block > 1024 or block % 32:
         problems.append(f"matrix_block must be a multiple of 32 in [32, 1024], got {block!r}")
+    if not isinstance(config.pointer_jumping, bool):
+        problems.append(f"pointer_jumping must be true or false, got {config.pointer_jumping!r}")
     return problems
 
 

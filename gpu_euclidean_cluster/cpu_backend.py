@@ -16,6 +16,7 @@ from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .config import ClusterConfig
+from .labels import canonical_labels
 from .neighbors import exhaustive_edges, range_edges
 from .result import Labelling
 
@@ -31,6 +32,11 @@ class CpuBackend:
 
     def synchronize(self) -> None:
         """Nothing is queued on the host."""
+
+    def number_clusters(
+        self, components: np.ndarray, min_size: int, max_size: int
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        return canonical_labels(components, min_size, max_size)
 
     def label(self, points: np.ndarray, config: ClusterConfig) -> Labelling:
         start = time.perf_counter()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 
 import cupy
+import numpy as np
 
-from ..config import ClusterConfig
+from ..config import DEFAULT_MATRIX_BLOCK, ClusterConfig
 from ..result import Labelling
+from .canonical import canonical_labels_gpu
 from .ccl import label_edges, label_vertices
 from .graph import NeighbourSearch, build_adjacency_list, build_edge_set
 from .matrix import label_matrix
@@ -39,6 +41,13 @@ class CudaBackend:
         with self._device:
             cupy.cuda.get_current_stream().synchronize()
 
+    def number_clusters(
+        self, components: cupy.ndarray, min_size: int, max_size: int
+    ) -> tuple[cupy.ndarray, np.ndarray, int]:
+        with self._device:
+            module = kernel_module(self.device_id, DEFAULT_MATRIX_BLOCK)
+            return canonical_labels_gpu(module, components, min_size, max_size)
+
     def label(self, points: cupy.ndarray, config: ClusterConfig) -> Labelling:
         n = int(points.shape[0])
         if n == 0:
@@ -61,9 +70,11 @@ class CudaBackend:
             built = time.perf_counter()
             peak = pool.used_bytes() - base
             if config.method == "vertex":
-                labels, iterations = label_vertices(module, starts, neighbours, n)
+                labels, iterations = label_vertices(
+                    module, starts, neighbours, n, config.pointer_jumping
+                )
             else:
-                labels, iterations = label_edges(module, edges, n)
+                labels, iterations = label_edges(module, edges, n, config.pointer_jumping)
             self.synchronize()
             done = time.perf_counter()
             return Labelling(

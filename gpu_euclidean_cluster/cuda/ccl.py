@@ -4,6 +4,9 @@ Every point starts with its own index as label (``C[i] = i``); passes of atomicM
 until a pass changes nothing (its ``m_d`` flag stays 0). Labels end as the smallest point index of
 each connected component. Passes are queued in batches of :data:`PASSES_PER_CHECK` with one flag
 each, so the host waits once per batch instead of once per pass (see ``kernels/ccl.cu``).
+
+``pointer_jumping`` (off by default, the paper's algorithms being run as written) hooks labels at
+their roots and compresses paths after each pass; the final labels are the same.
 """
 
 from __future__ import annotations
@@ -20,15 +23,21 @@ PASSES_PER_CHECK = 8
 
 
 def _propagate(
-    n: int, one_pass: Callable[[cupy.ndarray, cupy.ndarray, np.int32], None]
+    module: cupy.RawModule,
+    n: int,
+    one_pass: Callable[[cupy.ndarray, cupy.ndarray, np.int32], None],
+    pointer_jumping: bool,
 ) -> tuple[cupy.ndarray, int]:
     labels = cupy.arange(n, dtype=cupy.int32)
     flags = cupy.empty(PASSES_PER_CHECK, dtype=cupy.int32)
+    compress_labels = module.get_function("compress_labels")
     iterations = 0
     while True:
         flags.fill(0)
         for p in range(PASSES_PER_CHECK):
             one_pass(labels, flags, np.int32(p))
+            if pointer_jumping:
+                compress_labels(blocks(n), (THREADS,), (labels, np.int32(n), flags, np.int32(p)))
         unchanged = np.flatnonzero(flags.get() == 0)
         if unchanged.size:
             return labels, iterations + int(unchanged[0]) + 1
@@ -36,25 +45,37 @@ def _propagate(
 
 
 def label_vertices(
-    module: cupy.RawModule, starts: cupy.ndarray, neighbours: cupy.ndarray, n: int
+    module: cupy.RawModule,
+    starts: cupy.ndarray,
+    neighbours: cupy.ndarray,
+    n: int,
+    pointer_jumping: bool = False,
 ) -> tuple[cupy.ndarray, int]:
     """Vertex-based CCL over the adjacency list ``(S, N)``; returns labels and passes."""
     kernel = module.get_function("vertex_ccl")
+    jump = np.int32(pointer_jumping)
     return _propagate(
+        module,
         n,
         lambda c, flags, p: kernel(
-            blocks(n), (THREADS,), (starts, neighbours, c, np.int32(n), flags, p)
+            blocks(n), (THREADS,), (starts, neighbours, c, np.int32(n), flags, p, jump)
         ),
+        pointer_jumping,
     )
 
 
-def label_edges(module: cupy.RawModule, edges: cupy.ndarray, n: int) -> tuple[cupy.ndarray, int]:
+def label_edges(
+    module: cupy.RawModule, edges: cupy.ndarray, n: int, pointer_jumping: bool = False
+) -> tuple[cupy.ndarray, int]:
     """Edge-based CCL over the ``j > i`` edge set; returns labels and passes."""
     kernel = module.get_function("edge_ccl")
+    jump = np.int32(pointer_jumping)
     num_edges = int(edges.shape[0])
     return _propagate(
+        module,
         n,
         lambda c, flags, p: kernel(
-            blocks(num_edges), (THREADS,), (edges, np.int64(num_edges), c, flags, p)
+            blocks(num_edges), (THREADS,), (edges, np.int64(num_edges), c, flags, p, jump)
         ),
+        pointer_jumping,
     )
