@@ -75,7 +75,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="before playing, wait up to this long for a subscriber on every topic",
+        help="before playing, wait up to this long for subscribers on every topic",
+    )
+    parser.add_argument(
+        "--min-subscribers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="subscribers per topic that --wait-for-subscribers waits for (default 1)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -100,6 +107,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         qos_depth=args.qos_depth,
         clock_hz=args.clock,
         wait_for_subscribers_s=args.wait_for_subscribers,
+        min_subscribers=args.min_subscribers,
         progress=not args.quiet,
     )
 

@@ -27,6 +27,7 @@ from typing import TextIO
 
 import rclpy
 from rclpy.context import Context
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.publisher import Publisher
 from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
@@ -38,6 +39,7 @@ from ..bags import BagError, BagMessage, PointCloudBag
 
 NS_PER_S = 1_000_000_000
 DISCOVERY_SETTLE_S = 0.3
+ACK_TIMEOUT_S = 5.0
 RELIABILITY = {
     "reliable": QoSReliabilityPolicy.RELIABLE,
     "best-effort": QoSReliabilityPolicy.BEST_EFFORT,
@@ -59,6 +61,7 @@ class ReplayOptions:
     qos_depth: int = 10
     clock_hz: float = 0.0
     wait_for_subscribers_s: float = 0.0
+    min_subscribers: int = 1
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -81,6 +84,8 @@ class ReplayOptions:
             raise ValueError(f"--clock must be >= 0 Hz, got {self.clock_hz}")
         if self.wait_for_subscribers_s < 0:
             raise ValueError("--wait-for-subscribers must be >= 0 seconds")
+        if self.min_subscribers < 1:
+            raise ValueError(f"--min-subscribers must be >= 1, got {self.min_subscribers}")
 
 
 @dataclass
@@ -214,12 +219,18 @@ class BagPlayer:
         )
         self._wall_start = 0.0
 
+    def wait_for_acks(self) -> bool:
+        """Wait (up to ACK_TIMEOUT_S) until reliable subscribers acknowledged every message,
+        so that the last frames are not lost when the process exits right after publishing."""
+        timeout = Duration(seconds=ACK_TIMEOUT_S)
+        return all(p.wait_for_all_acked(timeout) for p in self.publishers.values())
+
     def output_topics(self) -> list[str]:
         """Topic names as published (after remapping)."""
         return [publisher.topic_name for publisher in self.publishers.values()]
 
     def wait_for_subscribers(self, stop: threading.Event) -> bool:
-        """Wait up to ``wait_for_subscribers_s`` until every topic has a subscriber.
+        """Wait up to ``wait_for_subscribers_s`` until every topic has ``min_subscribers``.
 
         Discovery is not symmetric: the publisher can see a subscriber before the subscriber
         has matched the publisher, and a message sent then arrives late (after a reliable
@@ -227,7 +238,8 @@ class BagPlayer:
         """
         deadline = time.monotonic() + self.options.wait_for_subscribers_s
         while not stop.is_set():
-            if all(p.get_subscription_count() > 0 for p in self.publishers.values()):
+            wanted = self.options.min_subscribers
+            if all(p.get_subscription_count() >= wanted for p in self.publishers.values()):
                 stop.wait(DISCOVERY_SETTLE_S)
                 return True
             if time.monotonic() >= deadline:
@@ -332,8 +344,15 @@ def replay_bag(
             )
             waited = options.wait_for_subscribers_s
             if waited > 0 and not player.wait_for_subscribers(stop) and not stop.is_set():
-                print(f"no subscriber after {waited:g} s; replaying anyway", file=stream)
-            return player.play(stop, stream)
+                print(
+                    f"fewer than {options.min_subscribers} subscriber(s) after {waited:g} s; "
+                    "replaying anyway",
+                    file=stream,
+                )
+            stats = player.play(stop, stream)
+            if not stop.is_set() and not player.wait_for_acks():
+                print(f"some messages unacknowledged after {ACK_TIMEOUT_S:g} s", file=stream)
+            return stats
         finally:
             context.try_shutdown()
 
