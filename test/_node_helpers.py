@@ -28,6 +28,9 @@ from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
 #: Generous but bounded waits: the CI machine has 2 cores and clusters on the CPU.
 TIMEOUT_S = 60.0
 
+#: Header stamp (seconds) of the probe clouds sent by :meth:`Peer.wait_connected`.
+PROBE_STAMP = 0
+
 XYZI = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4")])
 
 #: Output topic -> message type recorded by :class:`Peer`.
@@ -105,9 +108,16 @@ class Peer:
         context: the rclpy context (already initialised).
         nodes: further nodes to spin in the same executor (e.g. the node under test).
         namespace: where the node under test's relative topics live.
+        input_topic: where to publish input clouds (default: ``<namespace>/input/points``).
     """
 
-    def __init__(self, context: Context, nodes: tuple[Node, ...] = (), namespace: str = "") -> None:
+    def __init__(
+        self,
+        context: Context,
+        nodes: tuple[Node, ...] = (),
+        namespace: str = "",
+        input_topic: str | None = None,
+    ) -> None:
         self.node = rclpy.create_node("test_peer", context=context)
         self._condition = threading.Condition()
         self.received: dict[str, list[Any]] = {topic: [] for topic in OUTPUTS}
@@ -117,7 +127,9 @@ class Peer:
             name = topic if topic.startswith("/") else prefix + topic
             self.node.create_subscription(kind, name, self._recorder(topic), 10)
         input_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self.publisher = self.node.create_publisher(PointCloud2, f"{prefix}input/points", input_qos)
+        self.publisher = self.node.create_publisher(
+            PointCloud2, input_topic or f"{prefix}input/points", input_qos
+        )
         self.executor = MultiThreadedExecutor(context=context)
         for node in (self.node, *nodes):
             self.executor.add_node(node)
@@ -133,15 +145,23 @@ class Peer:
         return record
 
     def wait_connected(self, timeout_s: float = TIMEOUT_S) -> None:
-        """Wait until the input topic has a subscriber and every output a publisher."""
+        """Wait until the node under test answers a probe cloud (stamp 0).
+
+        Matching on the publisher side is not enough: a best-effort reader drops samples from a
+        writer it has not discovered yet, so the probe is repeated until an answer comes.
+        """
+        probe = cloud_message(xyzi_array(np.zeros((1, 3))), PROBE_STAMP)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.publisher.get_subscription_count() > 0 and all(
-                self.node.count_publishers(s.topic_name) > 0 for s in self.node.subscriptions
-            ):
-                return
+            if self.publisher.get_subscription_count() > 0:
+                self.publish(probe)
+                try:
+                    self.wait_stamp("output/labeled_points", PROBE_STAMP, timeout_s=0.5)
+                    return
+                except TimeoutError:
+                    continue
             time.sleep(0.05)
-        raise TimeoutError("the node under test did not connect")
+        raise TimeoutError("the node under test did not answer")
 
     def wait_for(
         self, topic: str, predicate: Callable[[Any], bool], timeout_s: float = TIMEOUT_S

@@ -77,7 +77,16 @@ class EuclideanClusterNode(Node):
                 is not available.
             ParameterException: a start-up value has the wrong type or is out of range.
         """
+        self._slot: LatestSlot[_Frame] = LatestSlot()
+        self._worker: threading.Thread | None = None
         super().__init__(node_name, **node_kwargs)
+        try:
+            self._set_up()
+        except BaseException:
+            self.destroy_node()
+            raise
+
+    def _set_up(self) -> None:
         for spec in PARAMETERS:
             self.declare_parameter(spec.name, spec.default, descriptor(spec))
         self._settings = settings_from_values(self._parameter_values())
@@ -88,9 +97,10 @@ class EuclideanClusterNode(Node):
         self._stats = FrameStats()
         self._reported: StatsSnapshot | None = None
         self._markers = MarkerBuilder()
-        self._slot: LatestSlot[_Frame] = LatestSlot()
         self._create_topics()
-        self._worker = threading.Thread(target=self._work, name=f"{node_name}_worker", daemon=True)
+        self._worker = threading.Thread(
+            target=self._work, name=f"{self.get_name()}_worker", daemon=True
+        )
         self._worker.start()
         self.get_logger().info(
             f"clustering on {self._processor.backend_name} ({self._processor.device}) with "
@@ -114,7 +124,8 @@ class EuclideanClusterNode(Node):
     def destroy_node(self) -> None:
         """Stop the worker (finishing the frame in progress), then destroy the node."""
         self._slot.close()
-        self._worker.join()
+        if self._worker is not None:
+            self._worker.join()
         super().destroy_node()
 
     def _create_topics(self) -> None:

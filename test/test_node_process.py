@@ -1,0 +1,143 @@
+"""The node as its own process (the installed ``euclidean_cluster_node`` script with --ros-args)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from gpu_euclidean_cluster import EuclideanClusterer  # noqa: E402
+from gpu_euclidean_cluster.clusterer import cuda_available  # noqa: E402
+from gpu_euclidean_cluster.config import ClusterConfig  # noqa: E402
+
+from ._node_helpers import (  # noqa: E402
+    TIMEOUT_S,
+    Peer,
+    cloud_message,
+    decode,
+    diagnostic_values,
+    random_domain_id,
+    xyzi_array,
+)
+
+pytestmark = pytest.mark.ros
+REPO = Path(__file__).resolve().parent.parent
+PRESET = REPO / "config" / "hdl64e.param.yaml"
+NAMESPACE = "/perception"
+INPUT_TOPIC = "/points_raw"
+_MODULE = "gpu_euclidean_cluster.ros.node"
+
+
+def _command(*ros_args: str) -> list[str]:
+    script = Path(sys.executable).parent / "euclidean_cluster_node"
+    launcher = [str(script)] if script.exists() else [sys.executable, "-m", _MODULE]
+    return [*launcher, "--ros-args", *ros_args]
+
+
+@pytest.fixture(scope="module")
+def domain_id() -> int:
+    return random_domain_id()
+
+
+@pytest.fixture(scope="module")
+def node_process(domain_id):
+    """The node with the HDL-64E preset, CPU backend, in a namespace, input remapped."""
+    args = ["--params-file", str(PRESET), "-p", "backend:=cpu"]
+    args += ["-r", f"__ns:={NAMESPACE}", "-r", f"input/points:={INPUT_TOPIC}"]
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
+    process = subprocess.Popen(
+        _command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.communicate(timeout=TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def peer(node_process, domain_id):
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id)
+    peer = Peer(context, namespace=NAMESPACE, input_topic=INPUT_TOPIC)
+    try:
+        peer.wait_connected()
+    except TimeoutError:
+        node_process.kill()
+        pytest.fail(f"node process did not come up: {node_process.communicate()[0]}")
+    yield peer
+    peer.close()
+    rclpy.shutdown(context=context)
+
+
+def _expected_count(xyz: np.ndarray, d_th: float) -> int:
+    """The library's count with the HDL-64E preset (min size 10, range <= 120 m)."""
+    config = ClusterConfig(d_th=d_th, min_cluster_size=10)
+    mask = np.hypot(xyz[:, 0], xyz[:, 1]) <= 120.0
+    return EuclideanClusterer(config, "cpu").cluster(xyz, mask).num_clusters
+
+
+def test_process_clusters_with_preset_and_tunes_live(peer, load_frame):
+    xyz = load_frame("kitti_000008.bin")
+    counts = []
+    for stamp, d_th in ((1, 0.5), (2, 1.0)):
+        if d_th != 0.5:
+            (result,) = peer.set_parameters(f"{NAMESPACE}/euclidean_cluster_node", d_th=d_th)
+            assert result.successful, result.reason
+        msg = cloud_message(xyzi_array(xyz), stamp)
+        peer.publish(msg)
+        clusters = peer.wait_stamp("output/clusters", stamp)
+        labeled = peer.wait_stamp("output/labeled_points", stamp)
+        assert labeled.header == msg.header
+        assert decode(labeled)["cluster_id"].max() + 1 == clusters.width
+        counts.append(clusters.width)
+    assert counts == [_expected_count(xyz, 0.5), _expected_count(xyz, 1.0)]
+    assert counts[0] > counts[1] > 0
+
+
+def test_process_rejects_bad_frame_and_reports_it(peer):
+    msg = cloud_message(xyzi_array(np.ones((5, 3))), 3)
+    msg.data = msg.data[:10]
+    peer.publish(msg)
+    report = peer.wait_for(
+        "/diagnostics", lambda m: diagnostic_values(m).get("frames_rejected_malformed") == "1"
+    )
+    assert "fewer than row_step" in diagnostic_values(report)["last_rejection"]
+    good = cloud_message(xyzi_array(np.ones((5, 3))), 4)
+    peer.publish(good)
+    assert decode(peer.wait_stamp("output/labeled_points", 4))["cluster_id"].tolist() == [-1] * 5
+
+
+def test_process_exits_cleanly_on_sigint(peer, node_process):
+    node_process.send_signal(signal.SIGINT)
+    output, _ = node_process.communicate(timeout=TIMEOUT_S)
+    assert node_process.returncode == 0, output
+    assert "clustering on cpu" in output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "method:=bogus"], "unknown method 'bogus'"),
+        (["-p", "min_z:=3.0", "-p", "max_z:=1.0"], "min_z (3.0) must be below max_z (1.0)"),
+        pytest.param(
+            ["-p", "backend:=cuda"],
+            "CuPy finds no CUDA device",
+            marks=pytest.mark.skipif(cuda_available(), reason="a CUDA device is present"),
+        ),
+    ],
+)
+def test_invalid_start_up_parameters_exit_2(args, message, domain_id):
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
+    done = subprocess.run(
+        _command(*args), env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
