@@ -52,6 +52,9 @@ from gpu_euclidean_cluster.config import (
         ("matrix_block", 1056, "in [32, 1024]"),
         ("matrix_block", 64.0, "matrix_block must be a multiple of 32"),
         ("matrix_block", False, "matrix_block must be a multiple of 32"),
+        ("pointer_jumping", 1, "pointer_jumping must be true or false"),
+        ("pointer_jumping", "yes", "pointer_jumping must be true or false"),
+        ("pointer_jumping", None, "pointer_jumping must be true or false"),
     ],
 )
 def test_invalid_value_is_rejected_with_reason(field, value, reason):
@@ -91,6 +94,7 @@ def test_defaults():
     assert config.min_cluster_size == 1
     assert config.max_cluster_size == UNLIMITED_CLUSTER_SIZE
     assert config.matrix_block == DEFAULT_MATRIX_BLOCK
+    assert config.pointer_jumping is False
 
 
 def test_with_changes_validates_and_leaves_original():

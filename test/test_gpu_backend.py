@@ -20,6 +20,8 @@ from .conftest import CUDA_SKIP_REASON, canonical_oracle_labels, oracle_componen
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)]
 
 COMBOS = list(itertools.product(METHODS, SEARCHES))
+#: The labelling loops of the vertex and edge methods with pointer jumping on.
+JUMPING_COMBOS = list(itertools.product(("vertex", "edge"), SEARCHES))
 
 
 def _cluster(points, d_th: float, method: str, search: str, backend: str = "cuda", **options):
@@ -65,6 +67,16 @@ def test_random_cloud_equals_cpu(random_cloud, method, search, d_th):
         assert gpu.num_edges == cpu.num_edges
     else:
         assert cpu.num_components <= gpu.num_labels_after_initial <= len(random_cloud)
+
+
+@pytest.mark.parametrize(("method", "search"), JUMPING_COMBOS)
+def test_pointer_jumping_gives_the_same_labels(oracle_cloud, random_cloud, method, search):
+    _, points, d_th = oracle_cloud
+    for cloud, threshold in ((points, d_th), (random_cloud, 0.5)):
+        plain = _cluster(cloud, threshold, method, search)
+        jumping = _cluster(cloud, threshold, method, search, pointer_jumping=True)
+        np.testing.assert_array_equal(jumping.labels, plain.labels)
+        assert jumping.iterations <= plain.iterations
 
 
 @pytest.mark.parametrize(("method", "search"), COMBOS)

@@ -13,7 +13,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import ClusterResult, cuda_available, euclidean_cluster
+from gpu_euclidean_cluster import (
+    ClusterConfig,
+    ClusterResult,
+    EuclideanClusterer,
+    cuda_available,
+    euclidean_cluster,
+)
 from gpu_euclidean_cluster.config import METHODS, SEARCHES
 
 from .conftest import CUDA_SKIP_REASON, PCL_CLUSTER_COUNTS
@@ -65,15 +71,22 @@ def test_cpu_cluster_count_equals_pcl(frame, d_th, cpu_result, load_frame, pcl_r
     assert int(result.cluster_sizes.sum()) == int(finite.sum())
 
 
+#: The six method x search combinations, plus vertex and edge with pointer jumping.
+GPU_VARIANTS = [(m, s, False) for m, s in itertools.product(METHODS, SEARCHES)] + [
+    (m, s, True) for m, s in itertools.product(("vertex", "edge"), SEARCHES)
+]
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
-@pytest.mark.parametrize(("method", "search"), list(itertools.product(METHODS, SEARCHES)))
+@pytest.mark.parametrize(("method", "search", "jumping"), GPU_VARIANTS)
 @pytest.mark.parametrize(("frame", "d_th"), CASES)
-def test_gpu_equals_pcl_and_cpu(frame, d_th, method, search, cpu_result, load_frame, pcl_reference):
-    result = euclidean_cluster(
-        load_frame(frame), d_th, method=method, search=search, backend="cuda"
-    )
+def test_gpu_equals_pcl_and_cpu(
+    frame, d_th, method, search, jumping, cpu_result, load_frame, pcl_reference
+):
+    config = ClusterConfig(d_th=d_th, method=method, search=search, pointer_jumping=jumping)
+    result = EuclideanClusterer(config, backend="cuda").cluster(load_frame(frame))
     assert result.backend == "cuda"
     assert result.num_clusters == pcl_reference[frame][d_th]
     expected = cpu_result(frame, d_th)
