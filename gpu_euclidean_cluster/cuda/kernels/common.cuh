@@ -48,25 +48,39 @@ __device__ __forceinline__ int lower_bound(const i64* __restrict__ V, int k, i64
 #define ES_TILE 256
 
 // Exhaustive search (ES): thread i visits every j != i with d(P[i], P[j]) below the threshold.
-// Points are staged through shared memory one tile at a time; all threads of the block take part
-// in the loads, so it must be called by the whole block (blockDim.x == ES_TILE). Tiles before
-// first_tile are skipped (the edge set only needs j > i).
+// Points are staged through shared memory one tile at a time (as float4, one 16-byte broadcast
+// read per candidate); all threads of the block take part in the loads, so it must be called by
+// the whole block (blockDim.x == ES_TILE). Tiles before first_tile are skipped (the edge set only
+// needs j > i). Hits are rare, so the loop body is the distance test alone, unrolled.
+template <class Visit>
+__device__ __forceinline__ void visit_tile(const float4* tile, int count, int base, float3 p,
+                                           float thr_sq, int i, Visit& visit) {
+#pragma unroll 16
+    for (int t = 0; t < count; ++t) {
+        const float4 q = tile[t];
+        if (squared_distance(p, make_float3(q.x, q.y, q.z)) < thr_sq && base + t != i)
+            visit(base + t);
+    }
+}
+
 template <class Visit>
 __device__ void exhaustive_search(const float* __restrict__ P, int n, float thr_sq, int i,
                                   int first_tile, Visit& visit) {
-    __shared__ float3 tile[ES_TILE];
+    __shared__ float4 tile[ES_TILE];
     const bool active = i < n;
     const float3 p = active ? load_point(P, i) : make_float3(0.f, 0.f, 0.f);
     for (int base = first_tile * ES_TILE; base < n; base += ES_TILE) {
         const int j = base + threadIdx.x;
-        if (j < n) tile[threadIdx.x] = load_point(P, j);
+        if (j < n) {
+            const float3 q = load_point(P, j);
+            tile[threadIdx.x] = make_float4(q.x, q.y, q.z, 0.f);
+        }
         __syncthreads();
-        const int count = min(ES_TILE, n - base);
         if (active) {
-            for (int t = 0; t < count; ++t) {
-                const int jj = base + t;
-                if (jj != i && squared_distance(p, tile[t]) < thr_sq) visit(jj);
-            }
+            if (n - base >= ES_TILE)
+                visit_tile(tile, ES_TILE, base, p, thr_sq, i, visit);
+            else
+                visit_tile(tile, n - base, base, p, thr_sq, i, visit);
         }
         __syncthreads();
     }
