@@ -13,6 +13,7 @@ from gpu_euclidean_cluster.cpu_backend import CpuBackend
 from gpu_euclidean_cluster.matrix_memory import MatrixMemoryError
 from gpu_euclidean_cluster.pointcloud2 import PointCloud2Error, from_structured, to_structured
 from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor, clip_mask, is_out_of_memory
+from gpu_euclidean_cluster.ros.frame_stats import FrameStats
 from gpu_euclidean_cluster.ros.latest_slot import LatestSlot
 from gpu_euclidean_cluster.ros.settings import (
     PARAMETERS,
@@ -133,3 +134,23 @@ def test_latest_slot_newest_wins():
     slot.put(3)
     slot.close()
     assert slot.take() is None and slot.closed
+
+
+def test_frame_stats_rate_latency_and_counts():
+    stats = FrameStats()
+    for k in range(11):
+        stats.received(100.0 + 0.1 * k)
+    for latency_ms in range(1, 101):
+        stats.published(latency_ms / 1e3)
+    stats.dropped()
+    stats.rejected("malformed", "data too short")
+    stats.rejected("malformed", "row_step too small")
+    stats.fell_back("out of memory")
+    snapshot = stats.snapshot(now=101.0)
+    assert snapshot.input_rate_hz == pytest.approx(10.0)
+    assert snapshot.latency_p50_ms == pytest.approx(50.5)
+    assert snapshot.latency_p99_ms == pytest.approx(99.01)
+    assert (snapshot.received, snapshot.processed, snapshot.dropped) == (11, 100, 1)
+    assert snapshot.rejected == {"malformed": 2} and snapshot.total_rejected == 2
+    assert snapshot.last_rejection == "row_step too small" and snapshot.fallbacks == 1
+    assert stats.snapshot(now=110.0).input_rate_hz == 0.0, "stale arrivals give no rate"

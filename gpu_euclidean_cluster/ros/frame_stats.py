@@ -8,6 +8,7 @@ reads a :class:`StatsSnapshot`.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ import numpy as np
 LATENCY_WINDOW = 1000
 #: Arrival times kept for the input rate.
 RATE_WINDOW = 50
+#: Arrivals older than this many seconds do not count towards the input rate.
+RATE_HORIZON_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,8 @@ class StatsSnapshot:
         fallbacks: frames that ran on the CPU because the GPU ran out of memory.
         last_rejection: the reason of the latest rejection ('' if none).
         last_fallback: the reason of the latest fallback ('' if none).
-        input_rate_hz: arrival rate over the last :data:`RATE_WINDOW` frames.
+        input_rate_hz: arrival rate over the last :data:`RATE_WINDOW` frames that arrived within
+            :data:`RATE_HORIZON_S` seconds (0 when input has stopped).
         latency_p50_ms, latency_p99_ms: receive-to-publish latency percentiles (NaN if none).
     """
 
@@ -96,8 +100,9 @@ class FrameStats:
             self._processed += 1
             self._latencies_ms.append(latency_s * 1e3)
 
-    def snapshot(self) -> StatsSnapshot:
-        """The current counters."""
+    def snapshot(self, now: float | None = None) -> StatsSnapshot:
+        """The counters at monotonic time ``now`` (default: the current time)."""
+        now = time.monotonic() if now is None else now
         with self._lock:
             latencies = np.array(self._latencies_ms)
             arrivals = list(self._arrivals)
@@ -110,7 +115,7 @@ class FrameStats:
                 fallbacks=self._fallbacks,
                 last_rejection=self._last_rejection,
                 last_fallback=self._last_fallback,
-                input_rate_hz=_rate(arrivals),
+                input_rate_hz=_rate([t for t in arrivals if t > now - RATE_HORIZON_S]),
                 latency_p50_ms=float(p50),
                 latency_p99_ms=float(p99),
             )
