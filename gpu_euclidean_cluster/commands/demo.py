@@ -304,7 +304,10 @@ def summarise(reports: list[FrameReport], sent: int, backend: str) -> str:
     if clusters.size:
         text += f"; clusters per frame mean {clusters.mean():.1f}"
     if len(reports) < sent:
-        text += f"; {sent - len(reports)} frame(s) dropped by the node (it keeps only the newest)"
+        text += (
+            f"; {sent - len(reports)} frame(s) not clustered (the node skips frames that arrive "
+            "while it is busy)"
+        )
     return text
 
 
