@@ -278,3 +278,21 @@ def test_live_d_th_change_on_kitti(ros, load_frame, pcl_reference, stamps):
     peer.set_parameters(NAME, d_th=0.5)
     reference = pcl_reference["kitti_000001.bin"]
     assert counts == [reference[0.5], reference[1.0]] == [1724, 477]
+
+
+def test_marker_builder_deletes_only_what_it_published():
+    from gpu_euclidean_cluster.cluster_stats import cluster_table
+    from gpu_euclidean_cluster.ros.markers import MarkerBuilder
+
+    xyz = blobs([(0.0, 0.0, 0.0), (5.0, 0.0, 0.0), (10.0, 0.0, 0.0)])
+    labels = np.repeat(np.arange(3, dtype=np.int32), 20)
+    builder = MarkerBuilder()
+    first = builder.build(cluster_table(xyz, labels, 3), header(1))
+    box = next(m for m in first.markers if m.ns == "cluster_boxes" and m.id == 1)
+    assert box.pose.position.x == pytest.approx(5.0, abs=0.05)
+    assert 0.05 <= box.scale.x <= 0.1
+    second = builder.build(cluster_table(xyz[:20], labels[:20], 1), header(2))
+    deleted = {(m.ns, m.id) for m in second.markers if m.action == Marker.DELETE}
+    assert deleted == {(ns, i) for ns in NAMESPACES for i in (1, 2)}
+    builder.forget()
+    assert builder.build(cluster_table(xyz[:0], labels[:0], 0), header(3)).markers == []

@@ -26,6 +26,10 @@ class MarkerBuilder:
     def __init__(self) -> None:
         self._previous = 0
 
+    def forget(self) -> None:
+        """Forget the previous frame's markers (when nobody received them, none need deleting)."""
+        self._previous = 0
+
     def build(self, table: np.ndarray, header: Header) -> MarkerArray:
         """Markers for the cluster rows ``table`` (see :func:`cluster_table`)."""
         colours = cluster_rgb(table["cluster_id"]) / 255.0

@@ -209,7 +209,11 @@ class EuclideanClusterNode(Node):
         header = frame.msg.header
         self._labeled_pub.publish(cloud_to_message(output.labeled, header))
         self._clusters_pub.publish(cloud_to_message(output.clusters, header))
-        self._markers_pub.publish(self._markers.build(output.table, header))
+        # Markers cost ~50 us per cluster to build: only for a display that listens.
+        if self._markers_pub.get_subscription_count():
+            self._markers_pub.publish(self._markers.build(output.table, header))
+        else:
+            self._markers.forget()
         if self._detections_pub is not None:
             self._detections_pub.publish(detections.detections_message(output.table, header))
         self._stats.published(time.monotonic() - frame.received)
