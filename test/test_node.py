@@ -296,3 +296,22 @@ def test_marker_builder_deletes_only_what_it_published():
     assert deleted == {(ns, i) for ns in NAMESPACES for i in (1, 2)}
     builder.forget()
     assert builder.build(cluster_table(xyz[:0], labels[:0], 0), header(3)).markers == []
+
+
+def test_detections_published_when_vision_msgs_is_installed(ros, stamps):
+    pytest.importorskip("vision_msgs", reason="vision_msgs is not installed (optional)")
+    from vision_msgs.msg import Detection3DArray
+
+    _, peer = ros
+    received = []
+    peer.node.create_subscription(Detection3DArray, "output/detections", received.append, 10)
+    time.sleep(1.0)  # discovery of the new subscription
+    msg = cloud_message(xyzi_array(blobs([(5.0, 0.0, 0.0), (9.0, 0.0, 0.0)])), stamps())
+    _send(peer, msg)
+    deadline = time.monotonic() + TIMEOUT_S
+    while not any(d.header == msg.header for d in received):
+        assert time.monotonic() < deadline, "no detections for the frame"
+        time.sleep(0.05)
+    detections = next(d for d in received if d.header == msg.header).detections
+    assert [d.id for d in detections] == ["0", "1"]
+    assert detections[1].bbox.center.position.x == pytest.approx(9.0, abs=0.05)
