@@ -101,27 +101,33 @@ def synthetic_problems(
     problems = [
         f"{name} must be an integer >= 1, got {value!r}"
         for name, value in (("size", size), ("clusters", clusters), ("distance", distance))
-        if not _is_int(value) or value < 1  # type: ignore[operator]
+        if not (_is_int(value) and value >= 1)  # type: ignore[operator]
     ]
-    if not _is_real(degree) or degree < 1:  # type: ignore[operator]
+    if not (_is_real(degree) and degree >= 1):  # type: ignore[operator]
         problems.append(f"degree must be a finite number >= 1 (the point itself), got {degree!r}")
-    if not _is_real(d_th) or d_th <= 0:  # type: ignore[operator]
+    if not (_is_real(d_th) and d_th > 0):  # type: ignore[operator]
         problems.append(f"d_th must be a finite number > 0, got {d_th!r}")
     if problems:
         return problems
-    if clusters > size:  # type: ignore[operator]
+    return _feasibility_problems(int(size), int(clusters), float(degree), int(distance))  # type: ignore[arg-type]
+
+
+def _feasibility_problems(size: int, clusters: int, degree: float, distance: int) -> list[str]:
+    """The paper's constraints between the factors (Section 5.1), for well-typed factors."""
+    problems = []
+    if clusters > size:
         problems.append(f"cluster number ({clusters}) must not exceed size ({size})")
-    elif degree * clusters > size:  # type: ignore[operator]
+    elif degree * clusters > size:
         problems.append(
-            f"degree * cluster number ({degree} * {clusters}) must not exceed size ({size})"
+            f"degree * cluster number ({degree:g} * {clusters}) must not exceed size ({size})"
         )
-    elif degree > size // clusters:  # type: ignore[operator]
+    elif degree > size // clusters:
         problems.append(
-            f"degree ({degree}) must not exceed the smallest cluster's size ({size // clusters})"  # type: ignore[operator]
+            f"degree ({degree:g}) must not exceed the smallest cluster's size ({size // clusters})"
         )
-    if distance > clusters:  # type: ignore[operator]
+    if distance > clusters:
         problems.append(f"point distance ({distance}) must not exceed cluster number ({clusters})")
-    elif clusters % distance:  # type: ignore[operator]
+    elif clusters % distance:
         problems.append(f"point distance ({distance}) must divide cluster number ({clusters})")
     return problems
 
