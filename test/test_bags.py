@@ -66,6 +66,15 @@ def test_written_bag_reads_back_identically(tmp_path, storage):
         np.testing.assert_array_equal(decoded, points)
 
 
+def test_make_bag_defaults_agree_with_the_bags_module():
+    from gpu_euclidean_cluster import bags
+    from gpu_euclidean_cluster.commands import make_bag
+
+    assert make_bag.STORAGES == bags.STORAGES
+    assert make_bag.DEFAULT_TOPIC == bags.DEFAULT_TOPIC
+    assert make_bag.DEFAULT_FRAME_ID == bags.DEFAULT_FRAME_ID
+
+
 def test_writer_refuses_existing_path_and_unknown_storage(tmp_path):
     path = tmp_path / "x.bag"
     path.write_bytes(b"")

@@ -22,10 +22,14 @@ if TYPE_CHECKING:
     from ..pointcloud_io import Cloud
 
 NS_PER_S = 1_000_000_000
+# Same values as gpu_euclidean_cluster.bags (kept here so that building the parser does not import
+# rosbags; test_bags checks that they agree).
+STORAGES = ("ros1", "sqlite3", "mcap")
+DEFAULT_TOPIC = "/points_raw"
+DEFAULT_FRAME_ID = "velodyne"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from ..bags import DEFAULT_FRAME_ID, DEFAULT_TOPIC, STORAGES
     from ..pointcloud_io import FORMATS
 
     parser = subparsers.add_parser(

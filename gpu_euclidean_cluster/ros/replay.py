@@ -40,6 +40,7 @@ from ..bags import BagError, BagMessage, PointCloudBag
 NS_PER_S = 1_000_000_000
 DISCOVERY_SETTLE_S = 0.3
 ACK_TIMEOUT_S = 5.0
+MIN_LOOP_SPAN_NS = 1_000_000  # a looped segment shorter than this would publish in a busy loop
 RELIABILITY = {
     "reliable": QoSReliabilityPolicy.RELIABLE,
     "best-effort": QoSReliabilityPolicy.BEST_EFFORT,
@@ -204,6 +205,11 @@ class BagPlayer:
             if options.duration_s is None
             else self.start_ns + round(options.duration_s * NS_PER_S)
         )
+        span_ns = (bag.end_ns if self.stop_ns is None else min(self.stop_ns, bag.end_ns)) - (
+            self.start_ns
+        )
+        if options.loop and span_ns < MIN_LOOP_SPAN_NS:
+            raise BagError("--loop needs messages spanning some time; this segment is one instant")
         qos = QoSProfile(
             history=QoSHistoryPolicy.KEEP_LAST,
             depth=options.qos_depth,
@@ -278,10 +284,11 @@ class BagPlayer:
             progress.close()
         return stats
 
-    def _frames_per_pass(self) -> int:
+    def _frames_per_pass(self) -> int | None:
+        """Messages per pass when known without reading the bag (no --start/--duration)."""
         if self.options.start_s == 0 and self.options.duration_s is None:
             return sum(self.bag.topics[t].count for t in self.topics)
-        return sum(1 for _ in self.bag.messages(self.topics, self.start_ns, self.stop_ns))
+        return None
 
     def _publish(self, message: BagMessage) -> None:
         self.publishers[message.topic].publish(message.cdr)

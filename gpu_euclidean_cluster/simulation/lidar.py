@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..bags import autoware_points
 from .beams import BeamModel
 from .raycast import RayGrid, cast
 from .scene import Scene
@@ -50,6 +49,8 @@ class Scan:
 
     def autoware_points(self) -> np.ndarray:
         """Structured x y z intensity (float32) ring (uint16) array, for bags."""
+        from ..bags import autoware_points  # rosbags only when a bag is written
+
         return autoware_points(self.xyz, self.intensity, self.ring)
 
     def structured(self) -> np.ndarray:
