@@ -13,6 +13,7 @@ from gpu_euclidean_cluster.config import METHODS, SEARCHES
 from gpu_euclidean_cluster.synthetic import (
     FACTORS,
     TABLE2_EXPERIMENTS,
+    _check_float32_rule,
     synthetic_cloud,
     synthetic_problems,
 )
@@ -90,6 +91,18 @@ def test_ground_truth_and_degree_match_brute_force(size, clusters, degree, dista
     assert measured == pytest.approx(cloud.average_degree, abs=1e-12)
     # Each cluster's edge count is rounded to an integer: at most 1 / (cluster size) off.
     assert abs(measured - degree) <= 1 / (size // clusters) + 1e-12
+
+
+def test_float32_guard_rejects_a_flipped_decision():
+    # The generator verifies its design in float32 before returning (it trips for chains of
+    # about 2**24 points); here the design claims a neighbour pair that sits exactly d_th apart.
+    points = np.array([[0, 0, 0], [0.5, 0, 0], [2, 0, 0]], dtype=np.float32)
+    cluster_of = np.zeros(3, dtype=np.int64)
+    _check_float32_rule(points, np.array([1, 0, 0]), cluster_of, 0.6)  # the true reaches
+    with pytest.raises(ConfigError, match="float32 rounding would change the neighbour graph"):
+        _check_float32_rule(points, np.array([1, 0, 0]), cluster_of, 0.5)
+    with pytest.raises(ConfigError, match="float32 rounding"):
+        _check_float32_rule(points, np.array([0, 0, 0]), cluster_of, 0.6)  # misses a neighbour
 
 
 def test_connected_clusters_are_numbered_in_generation_order():
