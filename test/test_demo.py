@@ -7,18 +7,28 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import cuda_available
-
-pytest.importorskip("rclpy")
-
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+from gpu_euclidean_cluster.commands.demo import recovered_objects
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def test_recovered_objects_needs_a_one_to_one_overlap():
+    truth = np.array([0, 0] + [1] * 10 + [2] * 11 + [3] * 3)
+    labels = np.array([-1, -1] + [0] * 10 + [1] * 5 + [2] * 6 + [-1] * 3)
+    assert recovered_objects(truth, labels) == (1, 2)  # object 2 is split; object 3 too small
+    merged = np.array([-1, -1] + [0] * 21 + [-1] * 3)
+    assert recovered_objects(truth, merged) == (0, 2)  # one cluster holding two objects
+    assert recovered_objects(truth, truth - 1) == (2, 2)
+
+
+@pytest.mark.ros
+@pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path):
+    pytest.importorskip("rclpy")
     out = tmp_path / "demo"
     env = {**os.environ, "ROS_DOMAIN_ID": str(random.randint(1, 100))}
     command = [

@@ -260,6 +260,15 @@ def test_bad_remap_and_rate(tmp_path, capsys):
     assert status == 2 and "cannot remap /other" in err
 
 
+def test_start_past_the_end_and_loop_over_one_instant(tmp_path, capsys):
+    path = bag_path(tmp_path, "ros1")
+    write_bag(path, "ros1", {"/points_raw": make_frames([])})  # a single message
+    status, err = run_cli([str(path), "--start", "5"], capsys)
+    assert status == 2 and "--start 5.0 s is past the end of the bag" in err
+    status, err = run_cli([str(path), "--loop"], capsys)
+    assert status == 2 and "--loop needs messages spanning some time" in err
+
+
 def test_replay_console_script_reports_errors(tmp_path, capsys):
     status = replay.main([str(tmp_path / "absent")])
     assert status == 2

@@ -222,24 +222,29 @@ def wait_for_node(monitor: DemoMonitor, node: subprocess.Popen, log: Path) -> No
 
 def recovered_objects(truth: np.ndarray, labels: np.ndarray) -> tuple[int, int]:
     """(recovered, total) ground-truth objects of at least MIN_OBJECT_POINTS points (ground
-    excluded), recovered meaning a one-to-one overlap of RECOVERY_OVERLAP with one cluster."""
+    excluded); recovered means one cluster and the object overlap one-to-one: the shared points
+    are at least RECOVERY_OVERLAP of the object and of the cluster."""
     import numpy as np
 
-    objects, object_sizes = np.unique(truth[truth > 0], return_counts=True)
-    objects = objects[object_sizes >= MIN_OBJECT_POINTS]
-    pairs = (truth > 0) & (labels >= 0) & np.isin(truth, objects)
-    if objects.size == 0:
+    ids, id_sizes = np.unique(truth[truth > 0], return_counts=True)
+    counted = ids[id_sizes >= MIN_OBJECT_POINTS]
+    if counted.size == 0:
         return 0, 0
-    cluster_sizes = np.bincount(labels[labels >= 0]) if np.any(labels >= 0) else np.zeros(0)
-    joint, counts = np.unique(np.stack([truth[pairs], labels[pairs]]), axis=1, return_counts=True)
-    object_size = dict(zip(*np.unique(truth, return_counts=True), strict=True))
-    good = {
-        int(obj)
-        for (obj, cluster), count in zip(joint.T, counts, strict=True)
+    shared = np.isin(truth, counted) & (labels >= 0)
+    if not shared.any():
+        return 0, int(counted.size)
+    pairs, overlap = np.unique(
+        np.stack([truth[shared], labels[shared]]), axis=1, return_counts=True
+    )
+    object_size = dict(zip(ids.tolist(), id_sizes.tolist(), strict=True))
+    cluster_size = np.bincount(labels[labels >= 0])
+    recovered = {
+        obj
+        for (obj, cluster), count in zip(pairs.T.tolist(), overlap.tolist(), strict=True)
         if count >= RECOVERY_OVERLAP * object_size[obj]
-        and count >= RECOVERY_OVERLAP * cluster_sizes[cluster]
+        and count >= RECOVERY_OVERLAP * cluster_size[cluster]
     }
-    return len(good), int(objects.size)
+    return len(recovered), int(counted.size)
 
 
 def frame_line(index: int, total: int, report: FrameReport, truth: Scan | None) -> str:
