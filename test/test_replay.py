@@ -112,7 +112,7 @@ def test_rate_scales_the_recorded_gaps(tmp_path):
 
 
 def test_loop_repeats_and_remap_renames(tmp_path):
-    frames = make_frames([0.05, 0.05])
+    frames = make_frames([0.1, 0.1])
     path = bag_path(tmp_path, "sqlite3")
     write_bag(path, "sqlite3", {"/points_raw": frames})
     recorder = Recorder(["/renamed"])
@@ -137,6 +137,9 @@ def test_loop_repeats_and_remap_renames(tmp_path):
     payloads = [bytes(decode_cdr(raw).data) for raw in recorder.received["/renamed"].raw]
     expected = [frame.payload for frame in frames]
     assert payloads[: 3 * len(frames)] == expected * 3
+    # passes follow each other at the bag's message period, not back to back
+    times = recorder.received["/renamed"].times[: 3 * len(frames)]
+    np.testing.assert_allclose(np.diff(times), 0.1, atol=0.05)
 
 
 def test_clock_advances_through_the_bag_time(tmp_path):

@@ -258,12 +258,13 @@ class BagPlayer:
         stats = ReplayStats()
         total = self._frames_per_pass()
         progress = ProgressBar(stream, total, self.options.progress)
-        wall_first = time.monotonic()
+        wall_first = self._wall_start = time.monotonic()
         lag = 0.0
         try:
             while not stop.is_set():
                 stats.passes += 1
-                self._wall_start = time.monotonic()
+                first_ns = last_ns = self.start_ns
+                count = 0
                 for message in self.bag.messages(self.topics, self.start_ns, self.stop_ns):
                     target = self._wall_start + (message.timestamp_ns - self.start_ns) / (
                         self.options.rate * NS_PER_S
@@ -275,8 +276,16 @@ class BagPlayer:
                     stats.record(lag)
                     stats.elapsed_s = time.monotonic() - wall_first
                     progress.update(stats, lag)
-                if not self.options.loop:
+                    first_ns = message.timestamp_ns if count == 0 else first_ns
+                    last_ns = message.timestamp_ns
+                    count += 1
+                if not self.options.loop or count == 0:
                     break
+                # the next pass starts one mean message period after this pass's last message
+                period_ns = (last_ns - first_ns) / (count - 1) if count > 1 else 0.0
+                self._wall_start += (last_ns - self.start_ns + period_ns) / (
+                    self.options.rate * NS_PER_S
+                )
         finally:
             stats.elapsed_s = time.monotonic() - wall_first
             stats.interrupted = stop.is_set()
