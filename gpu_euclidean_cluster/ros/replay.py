@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -64,6 +64,7 @@ class ReplayOptions:
     wait_for_subscribers_s: float = 0.0
     min_subscribers: int = 1
     progress: bool = True
+    rcl_args: tuple[str, ...] = ()  # command line for rclpy.init, with any --ros-args
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate) and self.rate > 0):
@@ -348,7 +349,11 @@ def replay_bag(
     stop = stop or threading.Event()
     context = context or Context()
     with PointCloudBag(options.bag) as bag:
-        rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+        rclpy.init(
+            args=list(options.rcl_args) or None,
+            context=context,
+            signal_handler_options=SignalHandlerOptions.NO,
+        )
         try:
             node = rclpy.create_node("replay", context=context)
             player = BagPlayer(node, bag, options)
@@ -401,11 +406,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="replay", description="Replay PointCloud2 topics of a ROS 1 or ROS 2 bag."
     )
     add_arguments(parser)
-    if argv is None:
-        argv = rclpy.utilities.remove_ros_args(sys.argv)[1:]
-    args = parser.parse_args(argv)
+    full = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
+    args = parser.parse_args(rclpy.utilities.remove_ros_args(full)[1:])
     try:
-        return run(options_from_args(args))
+        # --ros-args (remapping, namespace, log level, ...) go to rclpy.init
+        return run(replace(options_from_args(args), rcl_args=tuple(full)))
     except (CommandError, ValueError, OSError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
