@@ -276,3 +276,16 @@ def test_replay_console_script_reports_errors(tmp_path, capsys):
     status = replay.main([str(tmp_path / "absent")])
     assert status == 2
     assert capsys.readouterr().err.strip().startswith("replay: error: bag not found")
+
+
+def test_console_script_applies_ros_args(tmp_path):
+    frames = make_frames([0.05])
+    path = bag_path(tmp_path, "mcap")
+    write_bag(path, "mcap", {"/points_raw": frames})
+    recorder = Recorder(["/via_ros_args"])
+    try:
+        argv = [str(path), "--quiet", "--wait-for-subscribers", "5"]
+        assert replay.main([*argv, "--ros-args", "-r", "/points_raw:=/via_ros_args"]) == 0
+        assert recorder.wait_for("/via_ros_args", len(frames), 5.0)
+    finally:
+        recorder.close()
