@@ -1,6 +1,7 @@
 """ament_python package: builds with colcon in a ROS 2 workspace and installs with pip."""
 
 from glob import glob
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
@@ -19,7 +20,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     description="GPU Euclidean cluster extraction for LiDAR point clouds, with a ROS 2 node",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
