@@ -33,6 +33,10 @@ PCL_CLUSTER_COUNTS: dict[str, dict[float, int]] = {
 
 CUDA_SKIP_REASON = "needs a CUDA device through CuPy"
 
+#: Skips a test where CuPy finds no CUDA device; use with ``pytest.mark.gpu``. (Any test marked
+#: ``gpu`` is skipped there anyway, by :func:`pytest_collection_modifyitems`.)
+requires_cuda = pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
+
 #: Rows of the brute-force pair matrix evaluated at once.
 _ORACLE_ROWS = 256
 
@@ -71,13 +75,6 @@ def load_frame(lidar_data_dir: Path) -> Callable[[str], np.ndarray]:
 def pcl_reference() -> dict[str, dict[float, int]]:
     """PCL's cluster counts per frame and tolerance."""
     return PCL_CLUSTER_COUNTS
-
-
-@pytest.fixture
-def requires_cuda() -> None:
-    """Request this fixture to skip a test where CuPy finds no CUDA device."""
-    if not cuda_available():
-        pytest.skip(CUDA_SKIP_REASON)
 
 
 def oracle_components(points: np.ndarray, d_th: float) -> np.ndarray:

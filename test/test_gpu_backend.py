@@ -11,13 +11,13 @@ import itertools
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer, cuda_available
+from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
 from gpu_euclidean_cluster.config import METHODS, SEARCHES
 from gpu_euclidean_cluster.labels import canonical_labels
 
-from .conftest import CUDA_SKIP_REASON, canonical_oracle_labels, oracle_components
+from .conftest import canonical_oracle_labels, oracle_components, requires_cuda
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)]
+pytestmark = [pytest.mark.gpu, requires_cuda]
 
 COMBOS = list(itertools.product(METHODS, SEARCHES))
 #: The labelling loops of the vertex and edge methods with pointer jumping on.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer, cuda_available
+from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
 from gpu_euclidean_cluster.config import SEARCHES
 from gpu_euclidean_cluster.matrix_memory import (
     MatrixMemoryError,
@@ -17,7 +17,7 @@ from gpu_euclidean_cluster.matrix_memory import (
 )
 from gpu_euclidean_cluster.synthetic import synthetic_cloud
 
-from .conftest import CUDA_SKIP_REASON
+from .conftest import requires_cuda
 
 GIB = 1024**3
 
@@ -71,7 +71,7 @@ def test_format_bytes(count, text):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
+@requires_cuda
 @pytest.mark.parametrize("search", SEARCHES)
 def test_gpu_matrix_method_refuses_when_memory_is_short(search, monkeypatch):
     import gpu_euclidean_cluster.cuda.backend as cuda_backend
@@ -93,7 +93,7 @@ def test_gpu_matrix_method_refuses_when_memory_is_short(search, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
+@requires_cuda
 def test_gpu_matrix_method_runs_with_enough_memory(monkeypatch):
     import gpu_euclidean_cluster.cuda.backend as cuda_backend
 

@@ -17,12 +17,11 @@ from gpu_euclidean_cluster import (
     ClusterConfig,
     ClusterResult,
     EuclideanClusterer,
-    cuda_available,
     euclidean_cluster,
 )
 from gpu_euclidean_cluster.config import METHODS, SEARCHES
 
-from .conftest import CUDA_SKIP_REASON, PCL_CLUSTER_COUNTS
+from .conftest import PCL_CLUSTER_COUNTS, requires_cuda
 
 TOLERANCES = (0.3, 0.5, 1.0)
 CASES = [(frame, d_th) for frame in PCL_CLUSTER_COUNTS for d_th in TOLERANCES]
@@ -79,7 +78,7 @@ GPU_VARIANTS = [(m, s, False) for m, s in itertools.product(METHODS, SEARCHES)] 
 
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
+@requires_cuda
 @pytest.mark.parametrize(("method", "search", "jumping"), GPU_VARIANTS)
 @pytest.mark.parametrize(("frame", "d_th"), CASES)
 def test_gpu_equals_pcl_and_cpu(

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import ClusterConfig, ConfigError, EuclideanClusterer, cuda_available
+from gpu_euclidean_cluster import ClusterConfig, ConfigError, EuclideanClusterer
 from gpu_euclidean_cluster.config import METHODS, SEARCHES
 from gpu_euclidean_cluster.synthetic import (
     FACTORS,
@@ -18,7 +18,7 @@ from gpu_euclidean_cluster.synthetic import (
     synthetic_problems,
 )
 
-from .conftest import CUDA_SKIP_REASON, canonical_oracle_labels, oracle_components
+from .conftest import canonical_oracle_labels, oracle_components, requires_cuda
 
 COMBOS = list(itertools.product(METHODS, SEARCHES))
 
@@ -209,7 +209,7 @@ def test_cpu_recovers_small_table2_clouds(factors, assert_same_partition):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
+@requires_cuda
 @pytest.mark.parametrize(("method", "search"), COMBOS)
 @pytest.mark.parametrize(
     ("name", "value"),
