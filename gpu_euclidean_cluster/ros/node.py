@@ -52,7 +52,6 @@ OUTPUT_QOS_DEPTH = 5
 DIAGNOSTICS_PERIOD_S = 1.0
 #: Seconds between two warnings about rejected frames or CPU fallbacks.
 WARNING_THROTTLE_S = 2.0
-_WORKER_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -181,12 +180,7 @@ class EuclideanClusterNode(Node):
             self._stats.dropped()
 
     def _work(self) -> None:
-        while True:
-            frame = self._slot.take(_WORKER_POLL_S)
-            if frame is None:
-                if self._slot.closed:
-                    return
-                continue
+        while (frame := self._slot.take()) is not None:  # None: the slot was closed
             self._process(frame)
 
     def _process(self, frame: _Frame) -> None:
