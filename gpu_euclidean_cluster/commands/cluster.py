@@ -16,16 +16,16 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..config import BACKENDS, METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE
+from ..config import BACKENDS, METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig
 from ..pointcloud_io import FORMATS
 from . import CommandError
 
 if TYPE_CHECKING:
-    from ..config import ClusterConfig
     from ..pointcloud_io import Cloud
     from ..result import ClusterResult
 
 LARGEST_SHOWN = 10
+DEFAULTS = ClusterConfig()
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -43,12 +43,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--d-th", default="0.5", metavar="M", help="distance threshold in m (0.5)")
     parser.add_argument(
-        "--method", default="matrix", metavar="{" + ",".join(METHODS) + "}",
-        help="labelling method (matrix)",
+        "--method", default=DEFAULTS.method, metavar="{" + ",".join(METHODS) + "}",
+        help=f"labelling method ({DEFAULTS.method})",
     )
     parser.add_argument(
-        "--search", default="range", metavar="{" + ",".join(SEARCHES) + "}",
-        help="neighbour search: exhaustive or voxel-grid range search (range)",
+        "--search", default=DEFAULTS.search, metavar="{" + ",".join(SEARCHES) + "}",
+        help=f"neighbour search: exhaustive or voxel-grid range search ({DEFAULTS.search})",
+    )
+    parser.add_argument(
+        "--pointer-jumping", action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.pointer_jumping,
+        help="vertex/edge: hook roots and compress paths after each pass (same labels, fewer "
+        "passes); --no-pointer-jumping runs the paper's algorithm as written (default: on)",
     )
     parser.add_argument(
         "--backend", default="auto", metavar="{" + ",".join(BACKENDS) + "}",
@@ -95,8 +101,6 @@ def run(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     """The validated ClusterConfig the options describe (ConfigError names a bad value)."""
-    from ..config import ClusterConfig
-
     try:
         d_th = float(args.d_th)
     except ValueError:
@@ -106,6 +110,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         d_th=d_th,
         method=args.method,
         search=args.search,
+        pointer_jumping=args.pointer_jumping,
         min_cluster_size=_integer(args.min_cluster_size, "--min-cluster-size"),
         max_cluster_size=(
             UNLIMITED_CLUSTER_SIZE if max_size is None else _integer(max_size, "--max-cluster-size")

@@ -78,6 +78,12 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         choices=SEARCHES,
     ),
     ParameterSpec(
+        "pointer_jumping",
+        _DEFAULT_CONFIG.pointer_jumping,
+        "vertex/edge: hook roots and compress paths after each pass (same labels, fewer "
+        "passes); false runs the paper's algorithm as written.",
+    ),
+    ParameterSpec(
         "d_th",
         _DEFAULT_CONFIG.d_th,
         "Distance threshold in metres (PCL cluster_tolerance); must be > 0.",
@@ -220,6 +226,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
             d_th=values["d_th"],
             method=values["method"],
             search=values["search"],
+            pointer_jumping=values["pointer_jumping"],
             min_cluster_size=values["min_cluster_size"],
             max_cluster_size=values["max_cluster_size"],
         )
