@@ -64,7 +64,21 @@ def test_json_summary_of_a_pcd_file(
     assert (report["clusters"], report["cluster_sizes"]) == (3, [40, 25, 10])
     assert (report["method"], report["search"], report["backend"]) == (method, "range", "cpu")
     assert report["d_th"] == 0.5 and report["max_cluster_size"] is None
+    assert report["pointer_jumping"] is True
     assert set(report["timings_ms"]) >= {"build", "label", "filter", "total"}
+
+
+def test_no_pointer_jumping_runs_the_paper_algorithm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _blobs_pcd(tmp_path / "blobs.pcd")
+    status, out, _ = _run_main(
+        capsys, str(path), "--json", "--backend", "cpu", "--no-pointer-jumping"
+    )
+    assert status == 0
+    report = json.loads(out)
+    assert report["pointer_jumping"] is False
+    assert (report["clusters"], report["cluster_sizes"]) == (3, [40, 25, 10])
 
 
 def test_size_filter_and_labels_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -158,6 +158,7 @@ def build_report(
         format=fmt,
         finite_points=int(cloud.finite_mask().sum()),
         d_th=config.d_th,
+        pointer_jumping=config.pointer_jumping,
         min_cluster_size=config.min_cluster_size,
         max_cluster_size=(
             None if config.max_cluster_size == UNLIMITED_CLUSTER_SIZE else config.max_cluster_size
