@@ -1,13 +1,16 @@
 """End-to-end benchmark of the ROS node: receive -> publish latency and the highest clean rate.
 
-In one process, a driver node publishes the same real frame (a fresh ``header.stamp`` each time)
-on ``input/points`` at a fixed rate, and an :class:`EuclideanClusterNode` clusters it. Each rate
-step gets a fresh node, so its counters and latency window cover that step only; the backend is
-warmed up (kernels compiled, memory pool filled) before the first step. Rates go up until a step
-drops frames. Per step:
+An :class:`EuclideanClusterNode` runs in this process; a driver process (:mod:`.node_driver`)
+publishes the same real frame (a fresh ``header.stamp`` each time) on ``input/points``, first
+:data:`WARMUP_FRAMES` slow warm-up frames, then ``duration * rate`` frames at the step's rate.
+Each rate step gets a fresh node, so its counters and latency window cover that step only; the
+backend is warmed up in-process (kernels compiled, memory pool filled) before the first step.
+Rates go up until a step drops frames. Per step:
 
-- the node's own receive -> publish latency p50 / p99 (its ``stats()``, as in /diagnostics);
-- the driver's publish -> ``output/clusters`` arrival latency p50 / p99 (adds both DDS hops);
+- the node's own receive -> publish latency p50 / p99 (its ``stats()``, as in /diagnostics; the
+  warm-up frames are in its window);
+- the driver's publish -> ``output/clusters`` arrival latency p50 / p99 of the timed frames
+  (both DDS hops included, warm-up excluded);
 - frames sent, received by the node, processed, overwritten in its one-slot buffer, rejected, and
   ``dropped = sent - processed`` (never published, for whatever reason).
 """
@@ -15,9 +18,12 @@ drops frames. Per step:
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,15 +32,23 @@ import numpy as np
 
 from ..commands import CommandError
 from .cases import data_dir
+from .node_driver import (
+    DISCOVERY_TIMEOUT_S,
+    DRAIN_TIMEOUT_S,
+    WARMUP_PERIOD_S,
+    DriveReport,
+    DriveRequest,
+    drive,
+)
 from .stats import median, p99
 
 #: Frame sent by default (``--quick``: the small one).
 DEFAULT_FRAME = "kitti_000001.bin"
 QUICK_FRAME = "kitti_000008.bin"
-#: Seconds to wait for the node and the driver to discover each other.
-DISCOVERY_TIMEOUT_S = 10.0
-#: Seconds to wait, after the last frame was sent, for the node to finish.
-DRAIN_TIMEOUT_S = 5.0
+#: Slow frames sent to each fresh node before the timed ones.
+WARMUP_FRAMES = 3
+#: Seconds, beyond the frames' own schedule, to wait for the driver's report.
+DRIVER_SLACK_S = 60.0
 #: A step sustains its rate when the driver really sent at >= this fraction of it.
 MIN_SEND_FRACTION = 0.95
 
@@ -128,7 +142,14 @@ def measure_rates(xyz: np.ndarray, frame: str, options: NodeBenchOptions) -> lis
         backend = _warm_up(xyz, options)
         steps = []
         for index, rate in enumerate(options.rates_hz):
-            step = _run_step(context, xyz, rate, options, f"bench_node_{os.getpid()}_{index}")
+            request = DriveRequest(
+                namespace=f"bench_node_{os.getpid()}_{index}",
+                xyz=xyz,
+                rate_hz=rate,
+                count=max(1, round(rate * options.duration_s)),
+                warmup=WARMUP_FRAMES,
+            )
+            step = _run_step(context, request, options)
             step.update(frame=frame, backend=backend, points=len(xyz))
             steps.append(step)
             if step["dropped"]:
@@ -150,17 +171,15 @@ def _warm_up(xyz: np.ndarray, options: NodeBenchOptions) -> str:
     return clusterer.backend.name
 
 
-def _run_step(
-    context: Any, xyz: np.ndarray, rate: float, options: NodeBenchOptions, namespace: str
-) -> dict[str, Any]:
-    """One rate step on a fresh node in its own namespace."""
+def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) -> dict[str, Any]:
+    """One rate step: a fresh node here, the driver in a child process."""
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
 
     from ..ros.node import EuclideanClusterNode
 
     node = EuclideanClusterNode(
-        namespace=namespace,
+        namespace=request.namespace,
         context=context,
         parameter_overrides=[
             Parameter("method", value=options.method),
@@ -169,112 +188,81 @@ def _run_step(
             Parameter("backend", value=options.backend),
         ],
     )
-    driver = _Driver(context, namespace, xyz)
     executor = MultiThreadedExecutor(context=context)
     executor.add_node(node)
-    executor.add_node(driver.node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     try:
-        driver.wait_for_discovery()
-        sent_rate = driver.send(rate, max(1, round(rate * options.duration_s)))
-        _drain(node, driver.sent)
-        return _step_result(rate, sent_rate, driver, node.stats())
+        baseline: list[Any] = []
+        report = _run_driver(request, on_warm=lambda: baseline.append(_settled_stats(node)))
+        return _step_result(request, report, baseline[0], _settled_stats(node))
     finally:
         executor.shutdown()
         spinner.join(timeout=5)
         node.destroy_node()
-        driver.node.destroy_node()
 
 
-class _Driver:
-    """Publishes the frame on ``input/points`` and times ``output/clusters`` arrivals."""
+def _run_driver(request: DriveRequest, on_warm: Callable[[], None]) -> DriveReport:
+    """Run the driver in a spawned process and return its report (CommandError on failure).
 
-    def __init__(self, context: Any, namespace: str, xyz: np.ndarray) -> None:
-        import rclpy
-        from rclpy.qos import qos_profile_sensor_data
-        from sensor_msgs.msg import PointCloud2
-        from std_msgs.msg import Header
-
-        from ..pointcloud2 import from_structured
-        from ..ros.cloud_messages import cloud_to_message
-
-        self.node = rclpy.create_node("bench_driver", namespace=namespace, context=context)
-        self._pub = self.node.create_publisher(PointCloud2, "input/points", qos_profile_sensor_data)
-        self._sub = self.node.create_subscription(PointCloud2, "output/clusters", self._on_out, 100)
-        points = np.empty(len(xyz), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
-        points["x"], points["y"], points["z"] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
-        self._msg = cloud_to_message(from_structured(points), Header(frame_id="lidar"))
-        self._sent_at: dict[int, float] = {}
-        self._latencies_ms: list[float] = []
-        self._lock = threading.Lock()
-        self.sent = 0
-
-    def wait_for_discovery(self) -> None:
-        deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
-        while self._pub.get_subscription_count() < 1 or self._sub.get_publisher_count() < 1:
-            if time.monotonic() > deadline:
-                raise CommandError(
-                    "the node and the driver did not discover each other in "
-                    f"{DISCOVERY_TIMEOUT_S} s"
-                )
-            time.sleep(0.05)
-
-    def send(self, rate: float, count: int) -> float:
-        """Publish ``count`` frames at ``rate`` Hz; return the rate actually achieved."""
-        period = 1.0 / rate
-        start = next_time = time.monotonic()
-        for index in range(count):
-            delay = next_time - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            self._msg.header.stamp.sec = index
-            with self._lock:
-                self._sent_at[index] = time.monotonic()
-            self._pub.publish(self._msg)
-            self.sent += 1
-            next_time += period
-        elapsed = time.monotonic() - start
-        return (count - 1) / elapsed if count > 1 and elapsed > 0 else rate
-
-    def latencies_ms(self) -> list[float]:
-        with self._lock:
-            return list(self._latencies_ms)
-
-    def _on_out(self, msg: Any) -> None:
-        arrived = time.monotonic()
-        with self._lock:
-            sent = self._sent_at.get(msg.header.stamp.sec)
-            if sent is not None:
-                self._latencies_ms.append((arrived - sent) * 1e3)
+    ``on_warm`` runs between the warm-up frames and the timed ones.
+    """
+    spawn = multiprocessing.get_context("spawn")
+    reports, warmed, go = spawn.Queue(), spawn.Event(), spawn.Event()
+    process = spawn.Process(target=drive, args=(request, reports, warmed, go), daemon=True)
+    process.start()
+    schedule_s = request.warmup * WARMUP_PERIOD_S + request.count / request.rate_hz
+    try:
+        if warmed.wait(DISCOVERY_TIMEOUT_S + DRIVER_SLACK_S):
+            on_warm()
+            go.set()
+        report: DriveReport = reports.get(
+            timeout=schedule_s + DISCOVERY_TIMEOUT_S + DRAIN_TIMEOUT_S + DRIVER_SLACK_S
+        )
+    except queue.Empty as error:
+        raise CommandError("the node benchmark's driver process did not report") from error
+    finally:
+        process.join(timeout=10)
+        if process.is_alive():
+            process.terminate()
+    if report.error:
+        raise CommandError(f"node benchmark driver failed: {report.error}")
+    return report
 
 
-def _drain(node: Any, sent: int) -> None:
-    """Wait until every frame the node received is accounted for, or DRAIN_TIMEOUT_S."""
+def _settled_stats(node: Any) -> Any:
+    """The node's counters once every frame it received is processed, dropped or rejected."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    stats = node.stats()
     while time.monotonic() < deadline:
-        s = node.stats()
-        if s.received >= sent and s.processed + s.dropped + s.total_rejected >= s.received:
+        if stats.processed + stats.dropped + stats.total_rejected >= stats.received:
             break
         time.sleep(0.05)
-    time.sleep(0.2)  # let the last output/clusters message reach the driver
+        stats = node.stats()
+    return stats
 
 
-def _step_result(rate: float, sent_rate: float, driver: _Driver, stats: Any) -> dict[str, Any]:
-    e2e = driver.latencies_ms()
+def _step_result(
+    request: DriveRequest, report: DriveReport, before: Any, after: Any
+) -> dict[str, Any]:
+    """Counters of the timed frames (``after - before``) and the latencies."""
+    processed = after.processed - before.processed
     return {
-        "rate_hz": rate,
-        "sent": driver.sent,
-        "sent_rate_hz": round(sent_rate, 3),
-        "received": stats.received,
-        "processed": stats.processed,
-        "overwritten": stats.dropped,
-        "rejected": stats.total_rejected,
-        "dropped": driver.sent - stats.processed,
-        "latency_p50_ms": _finite(stats.latency_p50_ms),
-        "latency_p99_ms": _finite(stats.latency_p99_ms),
-        "e2e_p50_ms": _finite(median(e2e)),
-        "e2e_p99_ms": _finite(p99(e2e)),
+        "rate_hz": request.rate_hz,
+        "warmup_frames": request.warmup,
+        "sent": request.count,
+        "sent_rate_hz": round(report.sent_rate_hz, 3),
+        "received": after.received - before.received,
+        "processed": processed,
+        "overwritten": after.dropped - before.dropped,
+        "rejected": after.total_rejected - before.total_rejected,
+        "dropped": request.count - processed,
+        "latency_p50_ms": _finite(after.latency_p50_ms),
+        "latency_p99_ms": _finite(after.latency_p99_ms),
+        "e2e_p50_ms": _finite(median(report.e2e_ms)),
+        "e2e_p99_ms": _finite(p99(report.e2e_ms)),
+        "e2e_max_ms": _finite(max(report.e2e_ms, default=float("nan"))),
+        "warmup_e2e_ms": [round(v, 3) for v in report.warmup_e2e_ms],
     }
 
 

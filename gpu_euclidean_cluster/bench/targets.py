@@ -143,7 +143,10 @@ def _node_check(node: dict[str, Any] | None) -> TargetCheck:
     step = steps[0]
     p99 = step.get("latency_p99_ms")
     drops = step.get("dropped", 0)
-    detail = f"backend {step.get('backend')}: p99 {p99} ms, {drops} dropped of {step.get('sent')}"
+    detail = (
+        f"backend {step.get('backend')}: node receive->publish p99 {p99} ms (publish->clusters "
+        f"p99 {step.get('e2e_p99_ms')} ms), {drops} dropped of {step.get('sent')}"
+    )
     problems = []
     if p99 is None:
         problems.append("no frame came back")
