@@ -18,6 +18,7 @@ Rates go up until a step drops frames. Per step:
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing
 import os
 import queue
@@ -25,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,9 +42,14 @@ from .node_driver import (
 )
 from .stats import median, p99
 
+log = logging.getLogger(__name__)
+
 #: Frame sent by default (``--quick``: the small one).
 DEFAULT_FRAME = "kitti_000001.bin"
 QUICK_FRAME = "kitti_000008.bin"
+#: Simulated sensors used when the frame files are absent.
+SIMULATED_SENSOR = "hdl64e"
+QUICK_SIMULATED_SENSOR = "vlp16"
 #: Slow frames sent to each fresh node before the timed ones.
 WARMUP_FRAMES = 3
 #: Seconds, beyond the frames' own schedule, to wait for the driver's report.
@@ -90,33 +95,48 @@ def options_from_args(args: argparse.Namespace) -> NodeBenchOptions:
     )
 
 
-def frame_path(args: argparse.Namespace) -> Path:
-    """``--frame``, else the default frame in ``$LIDAR_DATA_DIR`` (CommandError when absent)."""
-    path = args.frame or data_dir() / (QUICK_FRAME if args.quick else DEFAULT_FRAME)
-    if not path.is_file():
-        raise CommandError(f"no frame to send: {path} does not exist (use --frame FILE)")
-    return path
+def load_frame(args: argparse.Namespace) -> tuple[np.ndarray, str]:
+    """The (N, 3) points to send and their name.
+
+    ``--frame FILE``; else the default frame of ``$LIDAR_DATA_DIR``; else, when that is absent,
+    a simulated sweep (HDL-64E, or VLP-16 with ``--quick``) of the simulator's street scene.
+    """
+    from ..pointcloud_io import load_points
+
+    if args.frame is not None:
+        return load_points(args.frame).xyz, args.frame.name
+    path = data_dir() / (QUICK_FRAME if args.quick else DEFAULT_FRAME)
+    if path.is_file():
+        return load_points(path).xyz, path.name
+    sensor = QUICK_SIMULATED_SENSOR if args.quick else SIMULATED_SENSOR
+    log.warning("%s not found: sending a simulated %s sweep instead", path, sensor)
+    return simulated_frame(sensor), f"simulated-{sensor}"
+
+
+def simulated_frame(sensor: str) -> np.ndarray:
+    """One sweep of ``sensor`` over the simulator's street scene (seed 0)."""
+    from ..simulation import LidarSimulator, get_sensor, street_scene
+
+    return LidarSimulator(get_sensor(sensor), seed=0).scan(street_scene(seed=0)).xyz
 
 
 def run_node_bench(args: argparse.Namespace) -> dict[str, Any]:
     """The ``bench node`` sub-command: measure every rate step, return a JSON-ready result."""
     from ..config import ClusterConfig
-    from ..pointcloud_io import load_points
     from .environment import python_command, run_metadata
 
     options = options_from_args(args)
     ClusterConfig(d_th=options.d_th, method=options.method, search=options.search)  # type: ignore[arg-type]
-    path = frame_path(args)
-    cloud = load_points(path)
     try:
         import rclpy  # noqa: F401 - the node benchmark needs the ROS 2 Python runtime
     except ImportError as error:
         raise CommandError(f"bench node needs rclpy ({error})") from error
-    steps = measure_rates(cloud.xyz, path.name, options)
+    xyz, frame = load_frame(args)
+    steps = measure_rates(xyz, frame, options)
     backend = steps[0]["backend"] if steps else options.backend
     return {
         "meta": run_metadata(python_command(), backend),
-        "options": {**options.__dict__, "rates_hz": list(options.rates_hz), "frame": path.name},
+        "options": {**options.__dict__, "rates_hz": list(options.rates_hz), "frame": frame},
         "steps": steps,
         "max_rate_no_drops_hz": max_clean_rate(steps),
     }

@@ -167,8 +167,8 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
         "--frame",
         type=Path,
         default=None,
-        help="point cloud file to send (default: kitti_000001.bin from "
-        "$LIDAR_DATA_DIR; a simulated HDL-64E-like frame if absent)",
+        help="point cloud file to send (default: kitti_000001.bin from $LIDAR_DATA_DIR, "
+        "kitti_000008.bin with --quick; a simulated HDL-64E / VLP-16 sweep when absent)",
     )
     parser.add_argument(
         "--rates",
