@@ -6,6 +6,7 @@ with its own float32 arithmetic and labels components with its own union-find.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster.clusterer import cuda_available
+from gpu_euclidean_cluster.config import METHODS, SEARCHES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +38,12 @@ CUDA_SKIP_REASON = "needs a CUDA device through CuPy"
 #: Skips a test where CuPy finds no CUDA device; use with ``pytest.mark.gpu``. (Any test marked
 #: ``gpu`` is skipped there anyway, by :func:`pytest_collection_modifyitems`.)
 requires_cuda = pytest.mark.skipif(not cuda_available(), reason=CUDA_SKIP_REASON)
+
+#: (method, search, pointer_jumping) for GPU tests: the paper's six method x search combinations
+#: as written, plus vertex and edge with pointer jumping (the matrix method has no such option).
+GPU_VARIANTS: list[tuple[str, str, bool]] = [
+    (method, search, False) for method, search in itertools.product(METHODS, SEARCHES)
+] + [(method, search, True) for method, search in itertools.product(("vertex", "edge"), SEARCHES)]
 
 #: Rows of the brute-force pair matrix evaluated at once.
 _ORACLE_ROWS = 256

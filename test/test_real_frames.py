@@ -7,7 +7,6 @@ rotated so that every method meets every frame (about 30 s in all on two cores).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -19,9 +18,9 @@ from gpu_euclidean_cluster import (
     EuclideanClusterer,
     euclidean_cluster,
 )
-from gpu_euclidean_cluster.config import METHODS, SEARCHES
+from gpu_euclidean_cluster.config import METHODS
 
-from .conftest import PCL_CLUSTER_COUNTS, requires_cuda
+from .conftest import GPU_VARIANTS, PCL_CLUSTER_COUNTS, requires_cuda
 
 TOLERANCES = (0.3, 0.5, 1.0)
 CASES = [(frame, d_th) for frame in PCL_CLUSTER_COUNTS for d_th in TOLERANCES]
@@ -68,12 +67,6 @@ def test_cpu_cluster_count_equals_pcl(frame, d_th, cpu_result, load_frame, pcl_r
     finite = np.isfinite(points).all(axis=1)
     assert np.all(result.labels[finite] >= 0)
     assert int(result.cluster_sizes.sum()) == int(finite.sum())
-
-
-#: The six method x search combinations, plus vertex and edge with pointer jumping.
-GPU_VARIANTS = [(m, s, False) for m, s in itertools.product(METHODS, SEARCHES)] + [
-    (m, s, True) for m, s in itertools.product(("vertex", "edge"), SEARCHES)
-]
 
 
 @pytest.mark.gpu

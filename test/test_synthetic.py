@@ -18,7 +18,7 @@ from gpu_euclidean_cluster.synthetic import (
     synthetic_problems,
 )
 
-from .conftest import canonical_oracle_labels, oracle_components, requires_cuda
+from .conftest import GPU_VARIANTS, canonical_oracle_labels, oracle_components, requires_cuda
 
 COMBOS = list(itertools.product(METHODS, SEARCHES))
 
@@ -210,14 +210,16 @@ def test_cpu_recovers_small_table2_clouds(factors, assert_same_partition):
 @pytest.mark.gpu
 @pytest.mark.slow
 @requires_cuda
-@pytest.mark.parametrize(("method", "search"), COMBOS)
+@pytest.mark.parametrize(("method", "search", "jumping"), GPU_VARIANTS)
 @pytest.mark.parametrize(
     ("name", "value"),
     [(name, v) for name, e in TABLE2_EXPERIMENTS.items() for v in e.values],
 )
-def test_gpu_recovers_full_table2_clouds(name, value, method, search, assert_same_partition):
+def test_gpu_recovers_full_table2_clouds(
+    name, value, method, search, jumping, assert_same_partition
+):
     cloud = synthetic_cloud(**TABLE2_EXPERIMENTS[name].parameters(value), seed=3)
-    config = ClusterConfig(d_th=cloud.d_th, method=method, search=search)
+    config = ClusterConfig(d_th=cloud.d_th, method=method, search=search, pointer_jumping=jumping)
     result = EuclideanClusterer(config, backend="cuda").cluster(cloud.points)
     assert result.backend == "cuda"
     assert_same_partition(result.labels, cloud.labels)
