@@ -85,7 +85,7 @@ def _frame_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rows = [{**row, "frame_case": f"{row['frame']}\n{row['d_th']} m"} for row in rows]
+    rows = [{**row, "frame_case": f"{row['frame'].split('.')[0]}\n{row['d_th']} m"} for row in rows]
     groups = _unique(r["frame_case"] for r in rows)
     impls = _unique(r["impl"] for r in rows)
     paths = []
