@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..config import METHODS, SEARCHES
 from . import CommandError
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="benchmark the six GPU methods against CPU peers (paper's Section 5)",
-        description=__doc__.split("\n\n", 1)[1],
+        description=__doc__.split("\n\n", 1)[1].replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
@@ -181,8 +182,12 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
         default=d.duration_s,
         help=f"seconds of publishing per rate (default {d.duration_s})",
     )
-    parser.add_argument("--method", default=d.method, help=f"node method (default {d.method})")
-    parser.add_argument("--search", default=d.search, help=f"node search (default {d.search})")
+    parser.add_argument(
+        "--method", choices=METHODS, default=d.method, help=f"node method (default {d.method})"
+    )
+    parser.add_argument(
+        "--search", choices=SEARCHES, default=d.search, help=f"node search (default {d.search})"
+    )
     parser.add_argument("--d-th", type=float, default=d.d_th, help=f"node d_th (default {d.d_th})")
     parser.add_argument(
         "--backend",
