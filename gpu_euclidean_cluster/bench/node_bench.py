@@ -68,6 +68,7 @@ class NodeBenchOptions:
     search: str = "range"
     d_th: float = 0.5
     backend: str = "auto"
+    reliability: str = "best_effort"
 
 
 QUICK_OPTIONS = NodeBenchOptions(rates_hz=(2.0, 5.0), duration_s=2.0, backend="cpu")
@@ -92,6 +93,7 @@ def options_from_args(args: argparse.Namespace) -> NodeBenchOptions:
         search=args.search,
         d_th=args.d_th,
         backend=args.backend,
+        reliability=args.reliability,
     )
 
 
@@ -168,6 +170,7 @@ def measure_rates(xyz: np.ndarray, frame: str, options: NodeBenchOptions) -> lis
                 rate_hz=rate,
                 count=max(1, round(rate * options.duration_s)),
                 warmup=WARMUP_FRAMES,
+                reliability=options.reliability,
             )
             step = _run_step(context, request, options)
             step.update(frame=frame, backend=backend, points=len(xyz))
@@ -206,6 +209,7 @@ def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) ->
             Parameter("search", value=options.search),
             Parameter("d_th", value=float(options.d_th)),
             Parameter("backend", value=options.backend),
+            Parameter("qos_reliability", value=options.reliability),
         ],
     )
     executor = MultiThreadedExecutor(context=context)

@@ -37,6 +37,7 @@ class DriveRequest:
     rate_hz: float
     count: int
     warmup: int
+    reliability: str = "best_effort"
 
 
 @dataclass
@@ -66,7 +67,7 @@ def drive(request: DriveRequest, reports: multiprocessing.Queue, warmed: Any, go
 class _Driver:
     def __init__(self, request: DriveRequest) -> None:
         import rclpy
-        from rclpy.qos import qos_profile_sensor_data
+        from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
         from sensor_msgs.msg import PointCloud2
         from std_msgs.msg import Header
 
@@ -79,7 +80,13 @@ class _Driver:
         self.node = rclpy.create_node(
             "bench_driver", namespace=request.namespace, context=self.context
         )
-        self.pub = self.node.create_publisher(PointCloud2, "input/points", qos_profile_sensor_data)
+        reliable = request.reliability == "reliable"
+        qos = QoSProfile(
+            history=qos_profile_sensor_data.history,
+            depth=qos_profile_sensor_data.depth,
+            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        )
+        self.pub = self.node.create_publisher(PointCloud2, "input/points", qos)
         self.sub = self.node.create_subscription(
             PointCloud2, "output/clusters", self._on_output, 100
         )

@@ -196,6 +196,13 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
         help="node backend (default auto)",
     )
     parser.add_argument(
+        "--reliability",
+        choices=("best_effort", "reliable"),
+        default=d.reliability,
+        help="input QoS reliability of the node and the driver (default best_effort, the "
+        "node's default; large clouds may need reliable where the middleware drops fragments)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="CI mode: CPU backend, small frame, short run"
     )
 
