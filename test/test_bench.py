@@ -135,6 +135,7 @@ def _check_document(document: dict, csv_rows: list[dict[str, str]], backend: str
     assert meta["backend"] == backend
     assert document["settings"]["repeats"] == 2
     assert len(csv_rows) == len(document["rows"])
+    assert csv_rows[0]["run_date"] == meta["date"] and "run_git_commit" in csv_rows[0]
     header = list(csv_rows[0])
     leading = [c for c in CSV_COLUMNS if c in header]
     assert header[: len(leading)] == leading

@@ -9,6 +9,7 @@ atomically after each case, so an interrupted run leaves the completed cases on 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -56,6 +57,13 @@ CSV_COLUMNS: tuple[str, ...] = (
 )
 
 
+#: Run metadata copied into every row as ``run_<key>`` (the CSV has no header block; rows kept
+#: by ``--resume`` keep the run they were measured in).
+RUN_COLUMNS: tuple[str, ...] = (
+    "date", "git_commit", "cpu_model", "driver_version", "cuda_runtime_version", "cupy",
+)  # fmt: skip
+
+
 class ResultStore:
     """The rows of one run, kept on disk as JSON and CSV."""
 
@@ -78,8 +86,9 @@ class ResultStore:
         return {row["case"] for row in self.rows}
 
     def add(self, rows: list[dict[str, Any]]) -> None:
-        """Append one case's rows and rewrite both files."""
-        self.rows.extend(rows)
+        """Append one case's rows, stamped with the run's :data:`RUN_COLUMNS`; rewrite the files."""
+        stamp = {f"run_{key}": self.meta.get(key) for key in RUN_COLUMNS}
+        self.rows.extend({**row, **stamp} for row in rows)
         self.write()
 
     def write(self) -> None:
@@ -105,16 +114,11 @@ def rows_to_csv(rows: list[dict[str, Any]]) -> str:
     """The rows as CSV text: :data:`CSV_COLUMNS` first, then every other key, sorted."""
     present = {key for row in rows for key in row}
     columns = [c for c in CSV_COLUMNS if c in present] + sorted(present - set(CSV_COLUMNS))
-    lines: list[str] = []
-
-    class _Sink:
-        def write(self, text: str) -> None:
-            lines.append(text)
-
-    writer = csv.DictWriter(_Sink(), fieldnames=columns, lineterminator="\n")
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    return "".join(lines)
+    return text.getvalue()
 
 
 def _atomic_write(path: Path, text: str) -> None:
