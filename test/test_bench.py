@@ -17,7 +17,7 @@ import pytest
 from gpu_euclidean_cluster.bench import peers
 from gpu_euclidean_cluster.bench.cases import QUICK_TABLE2
 from gpu_euclidean_cluster.bench.results import CSV_COLUMNS
-from gpu_euclidean_cluster.bench.runner import GPU_METHODS, _failure_fields, method_name
+from gpu_euclidean_cluster.bench.runner import GPU_VARIANTS, _failure_fields
 from gpu_euclidean_cluster.bench.stats import p99, time_calls
 from gpu_euclidean_cluster.bench.targets import check_targets
 from gpu_euclidean_cluster.cli import main
@@ -26,7 +26,7 @@ from gpu_euclidean_cluster.matrix_memory import MatrixMemoryError
 
 from .conftest import same_partition
 
-METHOD_NAMES = {method_name(m, s) for m, s in GPU_METHODS}
+METHOD_NAMES = {variant.name for variant in GPU_VARIANTS}
 STAGE_COLUMNS = ("transfer_in_ms", "build_ms", "label_ms", "filter_ms", "transfer_out_ms")
 
 

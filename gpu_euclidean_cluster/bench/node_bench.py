@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..commands import CommandError
+from ..config import ClusterConfig
 from .cases import data_dir
 from .node_driver import (
     DISCOVERY_TIMEOUT_S,
@@ -58,15 +59,19 @@ DRIVER_SLACK_S = 60.0
 MIN_SEND_FRACTION = 0.95
 
 
+#: The clustering the node runs by default (the library's defaults).
+_NODE_DEFAULTS = ClusterConfig()
+
+
 @dataclass(frozen=True)
 class NodeBenchOptions:
     """What the node benchmark sends and how the node clusters."""
 
     rates_hz: tuple[float, ...] = (10.0, 20.0, 30.0, 50.0, 100.0)
     duration_s: float = 5.0
-    method: str = "matrix"
-    search: str = "range"
-    d_th: float = 0.5
+    method: str = _NODE_DEFAULTS.method
+    search: str = _NODE_DEFAULTS.search
+    d_th: float = _NODE_DEFAULTS.d_th
     backend: str = "auto"
     reliability: str = "best_effort"
 
@@ -124,10 +129,10 @@ def simulated_frame(sensor: str) -> np.ndarray:
 
 def run_node_bench(args: argparse.Namespace) -> dict[str, Any]:
     """The ``bench node`` sub-command: measure every rate step, return a JSON-ready result."""
-    from ..config import ClusterConfig
     from .environment import python_command, run_metadata
 
     options = options_from_args(args)
+    # Validate the clustering options before ROS starts (ConfigError names the bad value).
     ClusterConfig(d_th=options.d_th, method=options.method, search=options.search)  # type: ignore[arg-type]
     try:
         import rclpy  # noqa: F401 - the node benchmark needs the ROS 2 Python runtime
@@ -185,7 +190,6 @@ def measure_rates(xyz: np.ndarray, frame: str, options: NodeBenchOptions) -> lis
 def _warm_up(xyz: np.ndarray, options: NodeBenchOptions) -> str:
     """Cluster the frame twice in this process (compiles kernels); return the backend's name."""
     from ..clusterer import EuclideanClusterer
-    from ..config import ClusterConfig
 
     config = ClusterConfig(d_th=options.d_th, method=options.method, search=options.search)  # type: ignore[arg-type]
     clusterer = EuclideanClusterer(config, backend=options.backend)

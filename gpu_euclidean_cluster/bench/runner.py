@@ -22,9 +22,29 @@ from .cases import Case, CaseData
 from .peers import BASELINE_PEER, Peer
 from .stats import median, p99, time_calls
 
-#: Paper-style names of the six method x search combinations.
+
+@dataclass(frozen=True)
+class Variant:
+    """A GPU method as measured: the paper's method x search, and whether pointer jumping is on."""
+
+    method: str
+    search: str
+    pointer_jumping: bool = False
+
+    @property
+    def name(self) -> str:
+        """``RS-matrix``, ``ES-vertex`` (the paper's naming); ``+pj`` with pointer jumping."""
+        return f"{SEARCH_ABBREV[self.search]}-{self.method}{'+pj' if self.pointer_jumping else ''}"
+
+
 SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS"}
-GPU_METHODS: tuple[tuple[str, str], ...] = tuple((m, s) for s in SEARCHES for m in METHODS)
+
+#: The six combinations of the paper as written, then the vertex and edge methods with pointer
+#: jumping (the library's default for them; the matrix method has no such option).
+GPU_VARIANTS: tuple[Variant, ...] = (
+    *(Variant(m, s) for s in SEARCHES for m in METHODS),
+    *(Variant(m, s, pointer_jumping=True) for s in SEARCHES for m in ("vertex", "edge")),
+)
 
 #: The peer every row's ``matches_oracle`` is judged against when it ran (else the ground truth).
 ORACLE_PEER = "cpu-backend"
@@ -57,7 +77,7 @@ class CaseRunner:
     def __init__(
         self,
         backend: Backend,
-        methods: list[tuple[str, str]],
+        methods: list[Variant],
         peers: list[Peer],
         settings: Settings,
     ) -> None:
@@ -68,7 +88,7 @@ class CaseRunner:
 
     def implementations(self) -> list[str]:
         """Names of what is measured on each case, peers first (they provide the oracle)."""
-        return [p.name for p in self.peers] + [method_name(m, s) for m, s in self.methods]
+        return [p.name for p in self.peers] + [v.name for v in self.methods]
 
     def run(self, case: Case, on_step: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """Rows for ``case``: one per peer and one per method, with speedups filled in."""
@@ -86,10 +106,10 @@ class CaseRunner:
         for row, labels in peer_runs:
             row["matches_oracle"] = _matches(labels, oracle)
             rows.append(row)
-        for method, search in self.methods:
+        for variant in self.methods:
             if on_step:
-                on_step(f"{case.key} {method_name(method, search)}")
-            rows.append(self._run_method(case, data, method, search, oracle))
+                on_step(f"{case.key} {variant.name}")
+            rows.append(self._run_method(case, data, variant, oracle))
         for row in rows:
             row["oracle"] = oracle_name
         _add_speedups(rows)
@@ -118,16 +138,21 @@ class CaseRunner:
         return row, labels
 
     def _run_method(
-        self, case: Case, data: CaseData, method: str, search: str, oracle: np.ndarray | None
+        self, case: Case, data: CaseData, variant: Variant, oracle: np.ndarray | None
     ) -> dict[str, Any]:
-        name = method_name(method, search)
-        row = _base_row(case, data, name, "gpu-method", self.backend.name)
+        row = _base_row(case, data, variant.name, "gpu-method", self.backend.name)
+        row["pointer_jumping"] = variant.pointer_jumping
         if self.backend.name == "cpu":
-            reason = self._cpu_skip_reason(case, data, exhaustive=search == "exhaustive")
+            reason = self._cpu_skip_reason(case, data, exhaustive=variant.search == "exhaustive")
             if reason:
                 row.update(status="skipped", reason=reason)
                 return row
-        config = ClusterConfig(d_th=data.d_th, method=method, search=search)  # type: ignore[arg-type]
+        config = ClusterConfig(
+            d_th=data.d_th,
+            method=variant.method,  # type: ignore[arg-type]
+            search=variant.search,  # type: ignore[arg-type]
+            pointer_jumping=variant.pointer_jumping,
+        )
         clusterer = EuclideanClusterer(config, backend=self.backend)
         results: list[ClusterResult] = []
 

@@ -91,8 +91,9 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--methods",
         default=ALL,
-        help="comma-separated subset of ES-vertex,ES-edge,ES-matrix,RS-vertex,"
-        "RS-edge,RS-matrix, or 'none' (default: all)",
+        help="comma-separated subset of ES-vertex,ES-edge,ES-matrix,RS-vertex,RS-edge,RS-matrix "
+        "(the paper's algorithms as written) and ES-vertex+pj,ES-edge+pj,RS-vertex+pj,"
+        "RS-edge+pj (with pointer jumping), or 'none' (default: all ten)",
     )
     parser.add_argument(
         "--peers",
@@ -306,12 +307,12 @@ def _settings(args: argparse.Namespace) -> Any:
     return Settings(**values)
 
 
-def _methods(value: str) -> list[tuple[str, str]]:
-    from ..bench.runner import GPU_METHODS, method_name
+def _methods(value: str) -> list[Any]:
+    from ..bench.runner import GPU_VARIANTS
 
-    by_name = {method_name(m, s): (m, s) for m, s in GPU_METHODS}
+    by_name = {variant.name: variant for variant in GPU_VARIANTS}
     if value == ALL:
-        return list(GPU_METHODS)
+        return list(GPU_VARIANTS)
     if value == "none":
         return []
     names = _split(value)
