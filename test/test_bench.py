@@ -212,6 +212,18 @@ def test_frames_quick_matches_pcl_counts(
         assert (tmp_path / f"frames_{figure}.png").stat().st_size > 1000
 
 
+def test_frames_oracle_without_the_cpu_backend_peer(tmp_path: Path, lidar_data_dir: Path) -> None:
+    if not (lidar_data_dir / "kitti_000008.bin").is_file():
+        pytest.skip(f"LiDAR frames not found in {lidar_data_dir} (set LIDAR_DATA_DIR)")
+    argv = ["bench", "frames", "--quick", "--peers", "none", "--methods", "RS-edge+pj",
+            "--no-plots", "--data-dir", str(lidar_data_dir), "--output", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+    rows = json.loads((tmp_path / "frames.json").read_text())["rows"]
+    assert [r["impl"] for r in rows] == ["RS-edge+pj"] * 3
+    assert all(r["matches_oracle"] is True and r["pointer_jumping"] is True for r in rows)
+    assert {r["oracle"] for r in rows} == {"cpu-backend (untimed)"}
+
+
 def test_bench_errors_are_one_line(tmp_path: Path, capsys) -> None:
     argv = ["bench", "synthetic", "--quick", "--experiments", "size,colour", "--output",
             str(tmp_path)]  # fmt: skip

@@ -19,7 +19,7 @@ from ..labels import canonical_labels
 from ..matrix_memory import MatrixMemoryError, format_bytes
 from ..result import STAGES, ClusterResult
 from .cases import Case, CaseData
-from .peers import BASELINE_PEER, Peer
+from .peers import BASELINE_PEER, Peer, cpu_backend_labels
 from .stats import median, p99, time_calls
 
 
@@ -102,6 +102,8 @@ class CaseRunner:
             if peer.name == ORACLE_PEER and labels is not None:
                 oracle, oracle_name = labels, ORACLE_PEER
             peer_runs.append((row, labels))
+        if oracle is None:
+            oracle, oracle_name = self._untimed_oracle(case, data)
         rows = []
         for row, labels in peer_runs:
             row["matches_oracle"] = _matches(labels, oracle)
@@ -174,6 +176,12 @@ class CaseRunner:
         row.update(_result_fields(measured))
         row.update(status="ok", matches_oracle=_matches(timed.value.labels, oracle))
         return row
+
+    def _untimed_oracle(self, case: Case, data: CaseData) -> tuple[np.ndarray | None, str | None]:
+        """The CPU backend's labels, not timed, where no peer or ground truth gave an oracle."""
+        if self._cpu_skip_reason(case, data, exhaustive=False):
+            return None, None
+        return cpu_backend_labels(data.points, data.d_th), f"{ORACLE_PEER} (untimed)"
 
     def _cpu_skip_reason(self, case: Case, data: CaseData, exhaustive: bool) -> str | None:
         n = len(data.points)
