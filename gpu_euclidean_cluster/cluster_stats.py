@@ -74,10 +74,12 @@ def cluster_rgb(labels: np.ndarray) -> np.ndarray:
     same id always gets the same colour, frame after frame.
     """
     labels = np.asarray(labels)
-    hue = (np.maximum(labels, 0) * _GOLDEN_RATIO_CONJUGATE) % 1.0
-    rgb = _hsv_to_rgb(hue, saturation=0.85, value=1.0)
-    rgb[labels < 0] = UNCLUSTERED_RGB
-    return rgb
+    # One colour per id (row 0 for -1), then one gather per point.
+    ids = np.arange(int(labels.max(initial=-1)) + 1)
+    palette = np.empty((ids.shape[0] + 1, 3), dtype=np.uint8)
+    palette[0] = UNCLUSTERED_RGB
+    palette[1:] = _hsv_to_rgb((ids * _GOLDEN_RATIO_CONJUGATE) % 1.0, saturation=0.85, value=1.0)
+    return palette[labels + 1]
 
 
 def pack_rgb(rgb: np.ndarray) -> np.ndarray:
