@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Produces the GPU report under benchmarks/results/: run on a CUDA machine from the repository
+# root, with the package importable and $LIDAR_DATA_DIR set.
+#
+#   bash benchmarks/run_gpu_report.sh checks OUTDIR      # GPU tests, frames, node, 300-frame replay
+#   bash benchmarks/run_gpu_report.sh synthetic OUTDIR [EXPERIMENTS] [--resume]
+#
+# Each step has its own time limit so that a slow step still leaves the others' results.
+set -uo pipefail
+phase=${1:?phase: checks or synthetic}
+out=${2:?output folder}
+mkdir -p "$out"
+cli=(python -m gpu_euclidean_cluster.cli)
+export PYTHONUNBUFFERED=1
+
+environment() {
+    {
+        date -u +%Y-%m-%dT%H:%M:%SZ
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+        python -c 'import cupy, numpy, sys; print("python", sys.version.split()[0], "cupy",
+cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(), "numpy", numpy.__version__)'
+        lscpu | grep -m1 'Model name'
+        nproc
+    } > "$out/environment.txt" 2>&1
+}
+
+node_pipeline_profile() {
+    # Where a node frame's time goes without ROS: FrameProcessor.process on kitti_000001.
+    python - <<'EOF'
+import os, time
+import numpy as np
+from gpu_euclidean_cluster.pointcloud2 import from_structured
+from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor
+from gpu_euclidean_cluster.ros.settings import NodeSettings
+
+raw = np.fromfile(os.path.join(os.environ["LIDAR_DATA_DIR"], "kitti_000001.bin"), np.float32)
+raw = raw.reshape(-1, 4)
+cloud = np.zeros(len(raw), dtype=[(n, "<f4") for n in ("x", "y", "z", "intensity")])
+for i, name in enumerate(cloud.dtype.names):
+    cloud[name] = raw[:, i]
+cloud = from_structured(cloud)
+processor, settings = FrameProcessor("cuda"), NodeSettings()
+for _ in range(5):
+    processor.process(cloud, settings)
+total, clustering = [], []
+for _ in range(100):
+    start = time.perf_counter()
+    output = processor.process(cloud, settings)
+    total.append((time.perf_counter() - start) * 1e3)
+    clustering.append(output.result.timings_ms["total"])
+print(f"FrameProcessor.process on kitti_000001 (cuda, {output.result.num_clusters} clusters): "
+      f"median {np.median(total):.2f} ms, p99 {np.percentile(total, 99):.2f} ms; "
+      f"clustering stages median {np.median(clustering):.2f} ms")
+EOF
+}
+
+case "$phase" in
+checks)
+    environment
+    timeout 180 python -m pytest -q -m gpu -p no:cacheprovider test/ > "$out/gpu_tests.log" 2>&1
+    echo "gpu tests exit $?" >> "$out/gpu_tests.log"
+    timeout 30 bash -c "$(declare -f node_pipeline_profile); node_pipeline_profile" \
+        > "$out/node_pipeline.log" 2>&1
+    timeout 160 "${cli[@]}" bench frames --output "$out/frames" > "$out/frames.log" 2>&1
+    timeout 80 "${cli[@]}" bench node --output "$out/node" --reliability reliable \
+        --rates 10,20,30,50 --duration-s 5 > "$out/node.log" 2>&1
+    # Issue 4: a 300-frame simulated HDL-64E bag replayed at 10 Hz through the CUDA node.
+    timeout 110 "${cli[@]}" demo --frames 300 --out "$out/replay300" > "$out/replay300.log" 2>&1
+    echo "demo exit $?" >> "$out/replay300.log"
+    ;;
+synthetic)
+    environment
+    timeout 540 "${cli[@]}" bench synthetic --output "$out/synthetic" \
+        --experiments "${3:-size,cluster_number,point_degree,point_distance}" "${@:4}" \
+        > "$out/synthetic_$(date +%s).log" 2>&1
+    ;;
+*)
+    echo "unknown phase $phase" >&2
+    exit 2
+    ;;
+esac
