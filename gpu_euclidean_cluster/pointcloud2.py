@@ -165,6 +165,11 @@ def read_fields(cloud: RawCloud, names: Iterable[str]) -> dict[str, np.ndarray]:
 
 def read_xyz(cloud: RawCloud) -> np.ndarray:
     """The (N, 3) coordinates; float64 if any of x, y, z is float64, else float32."""
+    packed = _packed_float32_xyz(cloud)
+    if packed is not None:  # the usual layout: one 12-byte slice per point
+        raw = np.ascontiguousarray(point_bytes(cloud)[:, packed : packed + 12])
+        xyz = raw.view(_ordered(np.dtype(np.float32), cloud.is_bigendian)).reshape(-1, 3)
+        return xyz.astype(np.float32, copy=False)
     columns = read_fields(cloud, XYZ)
     for name, column in columns.items():
         if column.ndim != 1:
@@ -263,6 +268,18 @@ def to_structured(cloud: RawCloud) -> np.ndarray:
     for name, column in points.items():
         out[name] = column
     return out
+
+
+def _packed_float32_xyz(cloud: RawCloud) -> int | None:
+    """Offset of x when x, y, z are single float32 fields at consecutive offsets, else None."""
+    fields = [cloud.field(name) for name in XYZ]
+    if any(f is None or f.datatype != FLOAT32 or f.count != 1 for f in fields):
+        return None
+    x = fields[0].offset  # type: ignore[union-attr]
+    offsets = [f.offset for f in fields]  # type: ignore[union-attr]
+    if offsets != [x, x + 4, x + 8] or x < 0 or x + 12 > cloud.point_step:
+        return None
+    return x
 
 
 def _decode(points: np.ndarray, cloud: RawCloud, field: Field) -> np.ndarray:

@@ -12,7 +12,12 @@ from gpu_euclidean_cluster.config import ClusterConfig, ConfigError
 from gpu_euclidean_cluster.cpu_backend import CpuBackend
 from gpu_euclidean_cluster.matrix_memory import MatrixMemoryError
 from gpu_euclidean_cluster.pointcloud2 import PointCloud2Error, from_structured, to_structured
-from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor, clip_mask, is_out_of_memory
+from gpu_euclidean_cluster.ros.frame_processor import (
+    WARM_UP_POINTS,
+    FrameProcessor,
+    clip_mask,
+    is_out_of_memory,
+)
 from gpu_euclidean_cluster.ros.frame_stats import FrameStats
 from gpu_euclidean_cluster.ros.latest_slot import LatestSlot
 from gpu_euclidean_cluster.ros.settings import (
@@ -109,6 +114,27 @@ def test_out_of_memory_frame_falls_back_to_cpu(kind):
     assert output.result.backend == "cpu" and "out of memory" in output.fallback_reason
     expected = euclidean_cluster(xyz, 0.5, backend="cpu")
     np.testing.assert_array_equal(output.result.labels, expected.labels)
+
+
+class _RecordingBackend(CpuBackend):
+    """The CPU backend, recording the size and configuration of every cloud it labels."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, ClusterConfig]] = []
+
+    def label(self, points, config):
+        self.calls.append((len(points), config))
+        return super().label(points, config)
+
+
+def test_warm_up_clusters_a_small_cloud_with_the_settings_in_force():
+    backend = _RecordingBackend()
+    processor = FrameProcessor(backend)
+    settings = NodeSettings(cluster=ClusterConfig(d_th=0.7, method="vertex"))
+    processor.warm_up(settings)
+    assert backend.calls == [(WARM_UP_POINTS, settings.cluster)]
+    output = processor.process(_cloud(np.zeros((3, 3), np.float32)), settings)
+    assert output.result.num_clusters == 1 and len(backend.calls) == 2
 
 
 def test_other_backend_errors_are_not_swallowed():

@@ -200,7 +200,7 @@ def _warm_up(xyz: np.ndarray, options: NodeBenchOptions) -> str:
 
 def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) -> dict[str, Any]:
     """One rate step: a fresh node here, the driver in a child process."""
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
     from ..ros.node import EuclideanClusterNode
@@ -216,7 +216,8 @@ def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) ->
             Parameter("qos_reliability", value=options.reliability),
         ],
     )
-    executor = MultiThreadedExecutor(context=context)
+    # As `euclidean_cluster_node` runs (rclpy.spin): one executor thread beside the node's worker.
+    executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()

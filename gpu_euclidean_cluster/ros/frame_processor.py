@@ -23,6 +23,9 @@ from .settings import NodeSettings
 
 log = logging.getLogger(__name__)
 
+#: Points of the cloud clustered once at start-up by :meth:`FrameProcessor.warm_up`.
+WARM_UP_POINTS = 4096
+
 
 @dataclass(frozen=True)
 class FrameOutput:
@@ -68,6 +71,13 @@ class FrameProcessor:
     def device(self) -> str:
         """The GPU's name, or ``cpu``."""
         return self._backend.device
+
+    def warm_up(self, settings: NodeSettings) -> None:
+        """Cluster a small random cloud once, so that loading the CUDA kernels and growing the
+        memory pool happen at start-up rather than in the first frame (which would otherwise take
+        a few hundred ms and make the node skip the frames behind it)."""
+        points = np.random.default_rng(0).uniform(-20.0, 20.0, (WARM_UP_POINTS, 3))
+        self._cluster(points.astype(np.float32), None, settings.cluster)
 
     def process(self, cloud: RawCloud, settings: NodeSettings) -> FrameOutput:
         """Cluster one cloud with ``settings``.

@@ -92,6 +92,7 @@ class EuclideanClusterNode(Node):
         self._processor = FrameProcessor(
             self.get_parameter("backend").value, self.get_parameter("device_id").value
         )
+        self._processor.warm_up(self._settings)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = FrameStats()
         self._reported: StatsSnapshot | None = None
