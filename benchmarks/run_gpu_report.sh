@@ -2,7 +2,8 @@
 # Produces the GPU report under benchmarks/results/: run on a CUDA machine from the repository
 # root, with the package importable and $LIDAR_DATA_DIR set.
 #
-#   bash benchmarks/run_gpu_report.sh checks OUTDIR      # GPU tests, frames, node, 300-frame replay
+#   bash benchmarks/run_gpu_report.sh checks OUTDIR      # GPU tests, frames, then the node phase
+#   bash benchmarks/run_gpu_report.sh node OUTDIR        # node pipeline, node bench, 300-frame replay
 #   bash benchmarks/run_gpu_report.sh synthetic OUTDIR [EXPERIMENTS] [--resume]
 #
 # Each step has its own time limit so that a slow step still leaves the others' results.
@@ -54,19 +55,28 @@ print(f"FrameProcessor.process on kitti_000001 (cuda, {output.result.num_cluster
 EOF
 }
 
-case "$phase" in
-checks)
-    environment
-    timeout 180 python -m pytest -q -m gpu -p no:cacheprovider test/ > "$out/gpu_tests.log" 2>&1
-    echo "gpu tests exit $?" >> "$out/gpu_tests.log"
+node_phase() {
     timeout 30 bash -c "$(declare -f node_pipeline_profile); node_pipeline_profile" \
         > "$out/node_pipeline.log" 2>&1
-    timeout 160 "${cli[@]}" bench frames --output "$out/frames" > "$out/frames.log" 2>&1
     timeout 80 "${cli[@]}" bench node --output "$out/node" --reliability reliable \
         --rates 10,20,30,50 --duration-s 5 > "$out/node.log" 2>&1
     # Issue 4: a 300-frame simulated HDL-64E bag replayed at 10 Hz through the CUDA node.
     timeout 110 "${cli[@]}" demo --frames 300 --out "$out/replay300" > "$out/replay300.log" 2>&1
     echo "demo exit $?" >> "$out/replay300.log"
+    rm -rf "$out/replay300/demo_bag"  # 650 MB of simulated sweeps
+}
+
+case "$phase" in
+checks)
+    environment
+    timeout 180 python -m pytest -q -m gpu -p no:cacheprovider test/ > "$out/gpu_tests.log" 2>&1
+    echo "gpu tests exit $?" >> "$out/gpu_tests.log"
+    timeout 160 "${cli[@]}" bench frames --output "$out/frames" > "$out/frames.log" 2>&1
+    node_phase
+    ;;
+node)
+    environment
+    node_phase
     ;;
 synthetic)
     environment
