@@ -23,8 +23,11 @@ from .settings import NodeSettings
 
 log = logging.getLogger(__name__)
 
-#: Points of the cloud clustered once at start-up by :meth:`FrameProcessor.warm_up`.
+#: Points of the cloud processed once at start-up by :meth:`FrameProcessor.warm_up`: a full
+#: HDL-64E sweep on the GPU (so the memory pool already holds frame-sized blocks), a small cloud on
+#: the CPU (where start-up time matters more than the first frame's).
 WARM_UP_POINTS = 4096
+WARM_UP_POINTS_CUDA = 131072
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,15 @@ class FrameProcessor:
         return self._backend.device
 
     def warm_up(self, settings: NodeSettings) -> None:
-        """Cluster a small random cloud once, so that loading the CUDA kernels and growing the
-        memory pool happen at start-up rather than in the first frame (which would otherwise take
-        a few hundred ms and make the node skip the frames behind it)."""
-        points = np.random.default_rng(0).uniform(-20.0, 20.0, (WARM_UP_POINTS, 3))
-        self._cluster(points.astype(np.float32), None, settings.cluster)
+        """Run a random cloud through :meth:`process` once, so that loading the CUDA kernels and
+        growing the memory pool happen at start-up rather than in the first frame (which would
+        otherwise take a few hundred ms and make the node skip the frames behind it)."""
+        n = WARM_UP_POINTS_CUDA if self._backend.name == "cuda" else WARM_UP_POINTS
+        xyz = np.random.default_rng(0).uniform((-50.0, -50.0, -2.0), (50.0, 50.0, 2.0), (n, 3))
+        points = np.zeros(n, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+        for axis, name in enumerate("xyz"):
+            points[name] = xyz[:, axis]
+        self.process(from_structured(points), settings)
 
     def process(self, cloud: RawCloud, settings: NodeSettings) -> FrameOutput:
         """Cluster one cloud with ``settings``.
