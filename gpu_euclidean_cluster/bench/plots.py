@@ -58,7 +58,9 @@ def _sweep_figures(experiment: str, rows: list[dict[str, Any]], directory: Path)
             ]
             if points and not (suffix == "speedup" and impl == "pcl-kdtree"):
                 xs, ys = zip(*sorted(points), strict=True)
-                ax.plot(xs, ys, _style(impl), label=impl, markersize=4)
+                ax.plot(
+                    xs, ys, _style(impl), label=impl, markersize=4, color=_colour(impl, impls)
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(variable)
@@ -98,7 +100,10 @@ def _frame_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
         width = 0.8 / max(len(shown), 1)
         for k, impl in enumerate(shown):
             values = [_lookup(rows, impl, g, metric) for g in groups]
-            ax.bar(np.arange(len(groups)) + k * width, values, width, label=impl)
+            ax.bar(
+                np.arange(len(groups)) + k * width, values, width, label=impl,
+                color=_colour(impl, impls),
+            )
         ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel(ylabel)
@@ -181,6 +186,14 @@ def _style(impl: str) -> str:
     if impl.startswith("RS-"):
         return "s-"
     return "^:"
+
+
+def _colour(impl: str, impls: list[str]) -> Any:
+    """One distinct colour per implementation, the same in every figure of a run (tab20 holds
+    the 10 GPU variants and the CPU peers, where the default cycle repeats after 10)."""
+    import matplotlib
+
+    return matplotlib.colormaps["tab20"](impls.index(impl) % 20)
 
 
 def _unique(values: Iterable[Any]) -> list[Any]:
