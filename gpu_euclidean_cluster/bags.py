@@ -354,14 +354,10 @@ def _write_ros1(
     path: Path, frames: Iterable[tuple[int, np.ndarray]], topic: str, frame_id: str
 ) -> int:
     typestore = get_typestore(Stores.ROS1_NOETIC)
-    count = 0
     try:
         with Ros1Writer(path) as writer:
             connection = writer.add_connection(topic, POINTCLOUD2, typestore=typestore)
-            for stamp_ns, points in frames:
-                message = pointcloud2_message(typestore, points, stamp_ns, frame_id)
-                writer.write(connection, stamp_ns, typestore.serialize_ros1(message, POINTCLOUD2))
-                count += 1
+            count = _write_frames(writer, connection, typestore, frames, frame_id, ros1=True)
     except Ros1WriterError as error:
         raise BagError(f"cannot write {path}: {error}") from None
     return count
@@ -372,14 +368,28 @@ def _write_ros2(
 ) -> int:
     typestore = _ros2_typestore()
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-    count = 0
     try:
         with Ros2Writer(path, version=Ros2Writer.VERSION_LATEST, storage_plugin=plugin) as writer:
             connection = writer.add_connection(topic, POINTCLOUD2, typestore=typestore)
-            for stamp_ns, points in frames:
-                message = pointcloud2_message(typestore, points, stamp_ns, frame_id)
-                writer.write(connection, stamp_ns, typestore.serialize_cdr(message, POINTCLOUD2))
-                count += 1
+            count = _write_frames(writer, connection, typestore, frames, frame_id, ros1=False)
     except Ros2WriterError as error:
         raise BagError(f"cannot write {path}: {error}") from None
+    return count
+
+
+def _write_frames(
+    writer: Ros1Writer | Ros2Writer,
+    connection: Connection,
+    typestore: Typestore,
+    frames: Iterable[tuple[int, np.ndarray]],
+    frame_id: str,
+    ros1: bool,
+) -> int:
+    """Write each ``(stamp_ns, points)`` as a PointCloud2, in ROS 1 or CDR serialisation."""
+    serialize = typestore.serialize_ros1 if ros1 else typestore.serialize_cdr
+    count = 0
+    for stamp_ns, points in frames:
+        message = pointcloud2_message(typestore, points, stamp_ns, frame_id)
+        writer.write(connection, stamp_ns, serialize(message, POINTCLOUD2))
+        count += 1
     return count
