@@ -3,10 +3,11 @@ bookkeeping, and ROS domain isolation. Import only after ``pytest.importorskip("
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from gpu_euclidean_cluster.pointcloud2 import from_message, from_structured, to_structured
 from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+from gpu_euclidean_cluster.ros.node import EuclideanClusterNode
 
 #: Generous but bounded waits: the CI machine has 2 cores and clusters on the CPU.
 TIMEOUT_S = 60.0
@@ -45,6 +47,24 @@ OUTPUTS = {
 def random_domain_id() -> int:
     """A ROS domain id for this test module, away from the replay tests' 1..100."""
     return random.randint(101, 200)
+
+
+@contextlib.contextmanager
+def running_node(backend: str) -> Iterator[tuple[EuclideanClusterNode, Peer]]:
+    """An isolated context with the node on ``backend`` and a connected peer, both spinning."""
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=random_domain_id())
+    node = EuclideanClusterNode(
+        context=context, parameter_overrides=[Parameter("backend", value=backend)]
+    )
+    peer = Peer(context, (node,))
+    try:
+        peer.wait_connected()
+        yield node, peer
+    finally:
+        peer.close()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
 
 
 def header(stamp_s: int, frame_id: str = "lidar") -> Header:

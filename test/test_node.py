@@ -11,12 +11,10 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-from rclpy.parameter import Parameter  # noqa: E402
 from visualization_msgs.msg import Marker  # noqa: E402
 
 from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
 from gpu_euclidean_cluster.cluster_stats import cluster_rgb, unpack_rgb  # noqa: E402
-from gpu_euclidean_cluster.ros.node import EuclideanClusterNode  # noqa: E402
 from gpu_euclidean_cluster.ros.parameters import descriptor  # noqa: E402
 from gpu_euclidean_cluster.ros.settings import PARAMETERS  # noqa: E402
 
@@ -29,7 +27,7 @@ from ._node_helpers import (  # noqa: E402
     decode,
     diagnostic_values,
     header,
-    random_domain_id,
+    running_node,
     xyzi_array,
 )
 
@@ -40,18 +38,9 @@ NAMESPACES = ("cluster_boxes", "cluster_ids")
 
 @pytest.fixture(scope="module")
 def ros():
-    """An isolated context with the node under test (CPU backend) and a peer, spinning."""
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=random_domain_id())
-    node = EuclideanClusterNode(
-        context=context, parameter_overrides=[Parameter("backend", value="cpu")]
-    )
-    peer = Peer(context, (node,))
-    peer.wait_connected()
-    yield node, peer
-    peer.close()
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+    """The node under test (CPU backend) and a peer, spinning in an isolated context."""
+    with running_node("cpu") as node_and_peer:
+        yield node_and_peer
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,9 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-from rclpy.parameter import Parameter  # noqa: E402
-
 from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
-from gpu_euclidean_cluster.ros.node import EuclideanClusterNode  # noqa: E402
 
-from ._node_helpers import (  # noqa: E402
-    Peer,
-    cloud_message,
-    decode,
-    random_domain_id,
-    xyzi_array,
-)
+from ._node_helpers import cloud_message, decode, running_node, xyzi_array  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.ros]
 NAME = "euclidean_cluster_node"
@@ -29,17 +20,8 @@ FRAMES = ("kitti_000001.bin", "kitti_000008.bin", "nuscenes_lidar_top.pcd.bin")
 @pytest.fixture(scope="module")
 def cuda_node():
     """The node on the CUDA backend (a start-up error if there is none) and a peer, spinning."""
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=random_domain_id())
-    node = EuclideanClusterNode(
-        context=context, parameter_overrides=[Parameter("backend", value="cuda")]
-    )
-    peer = Peer(context, (node,))
-    peer.wait_connected()
-    yield node, peer
-    peer.close()
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+    with running_node("cuda") as node_and_peer:
+        yield node_and_peer
 
 
 @pytest.mark.parametrize("d_th", [0.3, 0.5, 1.0])
