@@ -260,6 +260,12 @@ def from_structured(
     )
 
 
+def from_xyz(xyz: np.ndarray) -> RawCloud:
+    """An unorganised cloud of float32 ``x y z`` fields (12-byte points) from an (N, 3) array."""
+    points = np.ascontiguousarray(np.asarray(xyz).reshape(-1, 3), dtype="<f4")
+    return from_structured(points.view([(name, "<f4") for name in XYZ]).reshape(-1))
+
+
 def to_structured(cloud: RawCloud) -> np.ndarray:
     """Every field of ``cloud`` decoded into one native-byte-order structured array (N,)."""
     points = read_fields(cloud, [f.name for f in cloud.fields])

@@ -155,3 +155,15 @@ def test_colours_stable_distinct_and_packed():
     assert packed.dtype == np.float32
     assert packed[:1].view(np.uint32)[0] == 0x808080
     np.testing.assert_array_equal(unpack_rgb(packed), rgb)
+
+
+def test_from_xyz_packs_three_float32_fields():
+    xyz = np.array([[1.5, -2.0, 3.25], [np.nan, 0.0, -1e6]])
+    cloud = pc.from_xyz(xyz)
+    assert [(f.name, f.offset, f.datatype, f.count) for f in cloud.fields] == [
+        ("x", 0, pc.FLOAT32, 1),
+        ("y", 4, pc.FLOAT32, 1),
+        ("z", 8, pc.FLOAT32, 1),
+    ]
+    assert (cloud.height, cloud.width, cloud.point_step, cloud.row_step) == (1, 2, 12, 24)
+    np.testing.assert_array_equal(pc.read_xyz(cloud), xyz.astype(np.float32))

@@ -71,7 +71,7 @@ class _Driver:
         from sensor_msgs.msg import PointCloud2
         from std_msgs.msg import Header
 
-        from ..pointcloud2 import from_structured
+        from ..pointcloud2 import from_xyz
         from ..ros.cloud_messages import cloud_to_message
 
         self.request = request
@@ -90,10 +90,7 @@ class _Driver:
         self.sub = self.node.create_subscription(
             PointCloud2, "output/clusters", self._on_output, 100
         )
-        xyz = request.xyz
-        points = np.empty(len(xyz), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
-        points["x"], points["y"], points["z"] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
-        self.msg = cloud_to_message(from_structured(points), Header(frame_id="lidar"))
+        self.msg = cloud_to_message(from_xyz(request.xyz), Header(frame_id="lidar"))
         self.sent_at: dict[int, float] = {}
         self.arrived_at: dict[int, float] = {}
         self.lock = threading.Lock()

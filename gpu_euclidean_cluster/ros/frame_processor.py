@@ -17,7 +17,7 @@ from ..clusterer import Backend, EuclideanClusterer, make_backend
 from ..config import ClusterConfig
 from ..cpu_backend import CpuBackend
 from ..matrix_memory import MatrixMemoryError
-from ..pointcloud2 import RawCloud, append_fields, from_structured, read_xyz
+from ..pointcloud2 import RawCloud, append_fields, from_structured, from_xyz, read_xyz
 from ..result import ClusterResult
 from .settings import NodeSettings
 
@@ -81,10 +81,7 @@ class FrameProcessor:
         otherwise take a few hundred ms and make the node skip the frames behind it)."""
         n = WARM_UP_POINTS_CUDA if self._backend.name == "cuda" else WARM_UP_POINTS
         xyz = np.random.default_rng(0).uniform((-50.0, -50.0, -2.0), (50.0, 50.0, 2.0), (n, 3))
-        points = np.zeros(n, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
-        for axis, name in enumerate("xyz"):
-            points[name] = xyz[:, axis]
-        self.process(from_structured(points), settings)
+        self.process(from_xyz(xyz), settings)
 
     def process(self, cloud: RawCloud, settings: NodeSettings) -> FrameOutput:
         """Cluster one cloud with ``settings``.
