@@ -44,7 +44,7 @@ setup(
     zip_safe=True,
     entry_points={
         "console_scripts": [
-            "gpu-euclidean-cluster = gpu_euclidean_cluster.cli:main",
+            "gpu-euclidean-cluster = gpu_euclidean_cluster.commands.cli:main",
             "euclidean_cluster_node = gpu_euclidean_cluster.ros.node:main",
             "replay = gpu_euclidean_cluster.ros.replay:main",
         ],

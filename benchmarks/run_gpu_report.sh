@@ -11,7 +11,7 @@ set -uo pipefail
 phase=${1:?phase: checks or synthetic}
 out=${2:?output folder}
 mkdir -p "$out"
-cli=(python -m gpu_euclidean_cluster.cli)
+cli=(python -m gpu_euclidean_cluster.commands.cli)
 export PYTHONUNBUFFERED=1
 
 environment() {
@@ -30,7 +30,7 @@ node_pipeline_profile() {
     python - <<'EOF'
 import os, time
 import numpy as np
-from gpu_euclidean_cluster.pointcloud2 import from_structured
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_structured
 from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor
 from gpu_euclidean_cluster.ros.settings import NodeSettings
 

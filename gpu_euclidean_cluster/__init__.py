@@ -4,8 +4,8 @@ The library is free of ROS: arrays in, labels out. See :class:`EuclideanClustere
 """
 
 from .clusterer import EuclideanClusterer, cuda_available, euclidean_cluster, make_backend
-from .config import ClusterConfig, ConfigError
-from .result import ClusterResult
+from .core.config import ClusterConfig, ConfigError
+from .core.result import ClusterResult
 
 __all__ = [
     "ClusterConfig",

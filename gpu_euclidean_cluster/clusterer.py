@@ -1,24 +1,27 @@
 """The library's front door: points in, canonical cluster labels out, on the GPU or the CPU.
 
-    >>> clusterer = EuclideanClusterer(ClusterConfig(d_th=0.5, method="matrix", search="range"))
+    >>> clusterer = EuclideanClusterer(ClusterConfig(d_th=0.5, method="edge", search="range"))
     >>> result = clusterer.cluster(points)          # (N, 3) float32, NumPy or CuPy
     >>> result.labels, result.cluster_sizes, result.timings_ms
 
 The stages timed are those of the paper's Section 5 breakdown: transfer in, graph or grid build,
-labelling, filter (canonical numbering and the size filter) and transfer out.
+labelling, filter (canonical numbering and the size filter) and transfer out; one
+:class:`~gpu_euclidean_cluster.core.timing.StageClock` per run times them all, inside the backends
+too.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from dataclasses import fields
 from typing import Any, Protocol
 
 import numpy as np
 
-from .config import BACKENDS, ClusterConfig, ConfigError
-from .labels import array_module
-from .result import STAGES, ClusterResult, Labelling
+from .core.config import BACKENDS, DEFAULT_BACKEND, ClusterConfig, ConfigError
+from .core.numbering import array_module
+from .core.result import ClusterResult, Labelling
+from .core.timing import StageClock
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +38,16 @@ class Backend(Protocol):
     def synchronize(self) -> None:
         """Wait for queued device work (for honest stage timings)."""
 
-    def label(self, points: Any, config: ClusterConfig) -> Labelling:
-        """Connected components of the d_th-neighbour graph of finite ``points``."""
+    def label(self, points: Any, config: ClusterConfig, clock: StageClock) -> Labelling:
+        """Connected components of the d_th-neighbour graph of finite ``points``.
+
+        The backend times its steps with ``clock("build")`` and ``clock("label")``.
+        """
 
     def number_clusters(
         self, components: Any, min_size: int, max_size: int
     ) -> tuple[Any, np.ndarray, int]:
-        """:func:`~gpu_euclidean_cluster.labels.canonical_labels` on this backend's device."""
+        """:func:`~.core.numbering.canonical_labels` on this backend's device."""
 
 
 def cuda_available() -> bool:
@@ -57,7 +63,7 @@ def cuda_available() -> bool:
 _auto_notice_logged = False
 
 
-def make_backend(name: str = "auto", device_id: int = 0) -> Backend:
+def make_backend(name: str = DEFAULT_BACKEND, device_id: int = 0) -> Backend:
     """The backend called ``name``: ``cuda``, ``cpu``, or ``auto`` (CUDA if CuPy finds a device).
 
     Raises:
@@ -80,7 +86,7 @@ def make_backend(name: str = "auto", device_id: int = 0) -> Backend:
         from .cuda.backend import CudaBackend
 
         return CudaBackend(device_id)
-    from .cpu_backend import CpuBackend
+    from .cpu.backend import CpuBackend
 
     return CpuBackend()
 
@@ -106,7 +112,7 @@ class EuclideanClusterer:
     def __init__(
         self,
         config: ClusterConfig | None = None,
-        backend: str | Backend = "auto",
+        backend: str | Backend = DEFAULT_BACKEND,
         device_id: int = 0,
     ) -> None:
         self.config = config or ClusterConfig()
@@ -121,10 +127,9 @@ class EuclideanClusterer:
                 neither clustered nor counted.
         """
         config = self.config
-        timings = dict.fromkeys(STAGES, 0.0)
         host_input = array_module(points) is np
         points = as_points(points)
-        clock = _StageClock(self.backend, timings)
+        clock = StageClock(self.backend.synchronize)
         with clock("transfer_in"):
             device_points = self.backend.to_device(points)
             device_mask = None if mask is None else self.backend.to_device(_as_mask(mask, points))
@@ -135,9 +140,7 @@ class EuclideanClusterer:
                 valid &= device_mask
             valid_index = xp.flatnonzero(valid)
             compact = device_points[valid_index]
-        labelling = self.backend.label(compact, config)
-        for stage in ("build", "label"):
-            timings[stage] += labelling.timings_ms.get(stage, 0.0)
+        labelling = self.backend.label(compact, config, clock)
         with clock("filter"):
             valid_labels, sizes, num_components = self.backend.number_clusters(
                 labelling.components, config.min_cluster_size, config.max_cluster_size
@@ -147,11 +150,10 @@ class EuclideanClusterer:
         with clock("transfer_out"):
             if host_input and xp is not np:
                 labels = labels.get()
-        timings["total"] = sum(timings[s] for s in STAGES)
         return ClusterResult(
             labels=labels,
             cluster_sizes=sizes,
-            timings_ms=timings,
+            timings_ms=clock.totals(),
             backend=self.backend.name,
             method=config.method,
             search=config.search,
@@ -165,24 +167,23 @@ class EuclideanClusterer:
 
 
 def euclidean_cluster(
-    points: Any,
-    d_th: float,
-    *,
-    method: str = "matrix",
-    search: str = "range",
-    backend: str = "auto",
-    min_cluster_size: int = 1,
-    max_cluster_size: int | None = None,
+    points: Any, d_th: float, *, backend: str = DEFAULT_BACKEND, **config: Any
 ) -> ClusterResult:
-    """One-shot clustering; see :class:`EuclideanClusterer` for repeated use."""
-    config = ClusterConfig(
-        d_th=d_th,
-        method=method,  # type: ignore[arg-type]
-        search=search,  # type: ignore[arg-type]
-        min_cluster_size=min_cluster_size,
-        **({} if max_cluster_size is None else {"max_cluster_size": max_cluster_size}),
-    )
-    return EuclideanClusterer(config, backend).cluster(points)
+    """One-shot clustering; see :class:`EuclideanClusterer` for repeated use.
+
+    ``config`` takes any other :class:`ClusterConfig` field (``method``, ``search``,
+    ``min_cluster_size``, ...); what is not given keeps ClusterConfig's default.
+
+    Raises:
+        ConfigError: an invalid value, or a keyword that is no ClusterConfig field.
+    """
+    known = {f.name for f in fields(ClusterConfig)} - {"d_th"}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown option {', '.join(unknown)}; expected any of {', '.join(sorted(known))}"
+        )
+    return EuclideanClusterer(ClusterConfig(d_th=d_th, **config), backend).cluster(points)
 
 
 def _as_mask(mask: Any, points: Any) -> Any:
@@ -191,25 +192,3 @@ def _as_mask(mask: Any, points: Any) -> Any:
     if mask.shape != (points.shape[0],) or mask.dtype != bool:
         raise ValueError(f"mask must be a boolean array of shape ({points.shape[0]},)")
     return mask
-
-
-class _StageClock:
-    """Adds the wall time of a ``with`` block, device work included, to ``timings[stage]``."""
-
-    def __init__(self, backend: Backend, timings: dict[str, float]) -> None:
-        self._backend = backend
-        self._timings = timings
-        self._stage = ""
-        self._start = 0.0
-
-    def __call__(self, stage: str) -> _StageClock:
-        self._stage = stage
-        return self
-
-    def __enter__(self) -> None:
-        self._backend.synchronize()
-        self._start = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self._backend.synchronize()
-        self._timings[self._stage] += (time.perf_counter() - self._start) * 1e3

@@ -23,7 +23,11 @@ from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
-from gpu_euclidean_cluster.pointcloud2 import from_message, from_structured, to_structured
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
+    from_message,
+    from_structured,
+    to_structured,
+)
 from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
 from gpu_euclidean_cluster.ros.node import EuclideanClusterNode
 

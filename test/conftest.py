@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster.clusterer import cuda_available
-from gpu_euclidean_cluster.config import METHODS, SEARCHES
+from gpu_euclidean_cluster.core.config import METHODS, SEARCHES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster.bags import (
+from gpu_euclidean_cluster.commands.cli import main as cli_main
+from gpu_euclidean_cluster.pointcloud_io.bags import (
     AUTOWARE_DTYPE,
     POINTCLOUD2,
     BagError,
@@ -19,8 +20,7 @@ from gpu_euclidean_cluster.bags import (
     ring_from_elevation,
     write_pointcloud_bag,
 )
-from gpu_euclidean_cluster.cli import main as cli_main
-from gpu_euclidean_cluster.simulation import HDL64E, VLP16
+from gpu_euclidean_cluster.tools.simulation import HDL64E, VLP16
 
 from ._replay_helpers import NS, decode_cdr
 
@@ -67,8 +67,8 @@ def test_written_bag_reads_back_identically(tmp_path, storage):
 
 
 def test_make_bag_defaults_agree_with_the_bags_module():
-    from gpu_euclidean_cluster import bags
     from gpu_euclidean_cluster.commands import make_bag
+    from gpu_euclidean_cluster.pointcloud_io import bags
 
     assert make_bag.STORAGES == bags.STORAGES
     assert make_bag.DEFAULT_TOPIC == bags.DEFAULT_TOPIC
@@ -158,7 +158,8 @@ def test_make_bag_from_kitti_file(tmp_path):
 
 def test_simulated_bag_round_trips_through_replay(tmp_path, monkeypatch):
     pytest.importorskip("rclpy")
-    from gpu_euclidean_cluster.ros.replay import ReplayOptions, replay_bag
+    from gpu_euclidean_cluster.ros.bag_player import replay_bag
+    from gpu_euclidean_cluster.ros.replay import ReplayOptions
 
     from ._replay_helpers import Recorder
 

@@ -20,9 +20,9 @@ from gpu_euclidean_cluster.bench.results import CSV_COLUMNS
 from gpu_euclidean_cluster.bench.runner import GPU_VARIANTS, _failure_fields
 from gpu_euclidean_cluster.bench.stats import p99, time_calls
 from gpu_euclidean_cluster.bench.targets import check_targets
-from gpu_euclidean_cluster.cli import main
 from gpu_euclidean_cluster.clusterer import as_points
-from gpu_euclidean_cluster.matrix_memory import MatrixMemoryError
+from gpu_euclidean_cluster.commands.cli import main
+from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
 
 from .conftest import same_partition
 

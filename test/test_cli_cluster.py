@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import cli, cuda_available
+from gpu_euclidean_cluster import cuda_available
+from gpu_euclidean_cluster.commands import cli
 from gpu_euclidean_cluster.pointcloud_io import Cloud, write_pcd
 
 from ._pointcloud_io_helpers import data_file

@@ -16,7 +16,7 @@ from gpu_euclidean_cluster import (
     euclidean_cluster,
     make_backend,
 )
-from gpu_euclidean_cluster.config import (
+from gpu_euclidean_cluster.core.config import (
     DEFAULT_MATRIX_BLOCK,
     METHODS,
     SEARCHES,

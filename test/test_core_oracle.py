@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer, euclidean_cluster
-from gpu_euclidean_cluster.config import METHODS, SEARCHES
+from gpu_euclidean_cluster.core.config import METHODS, SEARCHES
 
 from .conftest import canonical_oracle_labels, oracle_components
 

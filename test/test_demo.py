@@ -34,7 +34,7 @@ def test_demo_runs_end_to_end(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "gpu_euclidean_cluster.cli",
+        "gpu_euclidean_cluster.commands.cli",
         "demo",
         "--frames",
         "3",

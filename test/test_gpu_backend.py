@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
-from gpu_euclidean_cluster.config import METHODS, SEARCHES
-from gpu_euclidean_cluster.labels import canonical_labels
+from gpu_euclidean_cluster.core.config import METHODS, SEARCHES
+from gpu_euclidean_cluster.core.numbering import canonical_labels
 
 from .conftest import canonical_oracle_labels, oracle_components, requires_cuda
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
-from gpu_euclidean_cluster.labels import canonical_labels
-from gpu_euclidean_cluster.result import STAGES
+from gpu_euclidean_cluster.core.numbering import canonical_labels
+from gpu_euclidean_cluster.core.result import STAGES
 
 from .conftest import canonical_oracle_labels
 

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
-from gpu_euclidean_cluster.config import SEARCHES
-from gpu_euclidean_cluster.matrix_memory import (
+from gpu_euclidean_cluster.core.config import SEARCHES
+from gpu_euclidean_cluster.core.units import format_bytes
+from gpu_euclidean_cluster.cuda.matrix_memory import (
     MatrixMemoryError,
     check_matrix_memory,
-    format_bytes,
     matrix_bytes,
     matrix_bytes_needed,
     matrix_row_words,
 )
-from gpu_euclidean_cluster.synthetic import synthetic_cloud
+from gpu_euclidean_cluster.tools.synthetic import synthetic_cloud
 
 from .conftest import requires_cuda
 

@@ -14,9 +14,9 @@ rclpy = pytest.importorskip("rclpy")
 from visualization_msgs.msg import Marker  # noqa: E402
 
 from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
-from gpu_euclidean_cluster.cluster_stats import cluster_rgb, unpack_rgb  # noqa: E402
-from gpu_euclidean_cluster.ros.parameters import descriptor  # noqa: E402
-from gpu_euclidean_cluster.ros.settings import PARAMETERS  # noqa: E402
+from gpu_euclidean_cluster.core.cluster_stats import cluster_rgb, unpack_rgb  # noqa: E402
+from gpu_euclidean_cluster.ros.descriptors import descriptor  # noqa: E402
+from gpu_euclidean_cluster.ros.parameters import PARAMETERS  # noqa: E402
 
 from ._node_helpers import (  # noqa: E402
     TIMEOUT_S,
@@ -270,7 +270,7 @@ def test_live_d_th_change_on_kitti(ros, load_frame, pcl_reference, stamps):
 
 
 def test_marker_builder_deletes_only_what_it_published():
-    from gpu_euclidean_cluster.cluster_stats import cluster_table
+    from gpu_euclidean_cluster.core.cluster_stats import cluster_table
     from gpu_euclidean_cluster.ros.markers import MarkerBuilder
 
     xyz = blobs([(0.0, 0.0, 0.0), (5.0, 0.0, 0.0), (10.0, 0.0, 0.0)])

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_euclidean_cluster.ros.settings import PARAMETERS, parameters_markdown, settings_from_values
+from gpu_euclidean_cluster.ros.parameters import PARAMETERS, parameters_markdown
+from gpu_euclidean_cluster.ros.settings import settings_from_values
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a dependency of rclpy) is not installed")
 
@@ -34,7 +35,7 @@ def test_readme_table_is_generated_from_the_specs():
     section = _node_section()
     assert parameters_markdown() in section, (
         "README parameter table is stale: paste "
-        "gpu_euclidean_cluster.ros.settings.parameters_markdown() into the node section"
+        "gpu_euclidean_cluster.ros.parameters.parameters_markdown() into the node section"
     )
     documented = set(re.findall(r"^\| `(\w+)` \|", section, re.M))
     assert documented == set(DEFAULTS)

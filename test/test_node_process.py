@@ -15,7 +15,7 @@ rclpy = pytest.importorskip("rclpy")
 
 from gpu_euclidean_cluster import EuclideanClusterer  # noqa: E402
 from gpu_euclidean_cluster.clusterer import cuda_available  # noqa: E402
-from gpu_euclidean_cluster.config import ClusterConfig  # noqa: E402
+from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
 
 from ._node_helpers import (  # noqa: E402
     TIMEOUT_S,

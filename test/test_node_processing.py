@@ -8,10 +8,14 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import euclidean_cluster
-from gpu_euclidean_cluster.config import ClusterConfig, ConfigError
-from gpu_euclidean_cluster.cpu_backend import CpuBackend
-from gpu_euclidean_cluster.matrix_memory import MatrixMemoryError
-from gpu_euclidean_cluster.pointcloud2 import PointCloud2Error, from_structured, to_structured
+from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
+from gpu_euclidean_cluster.cpu.backend import CpuBackend
+from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
+    PointCloud2Error,
+    from_structured,
+    to_structured,
+)
 from gpu_euclidean_cluster.ros.frame_processor import (
     WARM_UP_POINTS,
     FrameProcessor,
@@ -20,11 +24,8 @@ from gpu_euclidean_cluster.ros.frame_processor import (
 )
 from gpu_euclidean_cluster.ros.frame_stats import FrameStats
 from gpu_euclidean_cluster.ros.latest_slot import LatestSlot
-from gpu_euclidean_cluster.ros.settings import (
-    PARAMETERS,
-    NodeSettings,
-    settings_from_values,
-)
+from gpu_euclidean_cluster.ros.parameters import PARAMETERS
+from gpu_euclidean_cluster.ros.settings import NodeSettings, settings_from_values
 
 DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
 
@@ -45,7 +46,7 @@ class _OutOfMemoryGpu(CpuBackend):
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def label(self, points, config):
+    def label(self, points, config, clock):
         raise self.error
 
 
@@ -122,9 +123,9 @@ class _RecordingBackend(CpuBackend):
     def __init__(self) -> None:
         self.calls: list[tuple[int, ClusterConfig]] = []
 
-    def label(self, points, config):
+    def label(self, points, config, clock):
         self.calls.append((len(points), config))
-        return super().label(points, config)
+        return super().label(points, config, clock)
 
 
 def test_warm_up_clusters_a_small_cloud_with_the_settings_in_force():

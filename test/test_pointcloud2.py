@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import pointcloud2 as pc
-from gpu_euclidean_cluster.cluster_stats import (
+from gpu_euclidean_cluster.core.cluster_stats import (
     CLUSTER_DTYPE,
     UNCLUSTERED_RGB,
     cluster_rgb,
@@ -14,6 +13,7 @@ from gpu_euclidean_cluster.cluster_stats import (
     pack_rgb,
     unpack_rgb,
 )
+from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc
 
 #: An awkward layout: z first, an unaligned uint16, float64 x/y, 3 bytes of padding (step 29).
 ODD = np.dtype(

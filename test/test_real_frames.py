@@ -18,7 +18,7 @@ from gpu_euclidean_cluster import (
     EuclideanClusterer,
     euclidean_cluster,
 )
-from gpu_euclidean_cluster.config import METHODS
+from gpu_euclidean_cluster.core.config import METHODS
 
 from .conftest import GPU_VARIANTS, PCL_CLUSTER_COUNTS, requires_cuda
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import cli
+from gpu_euclidean_cluster.commands import cli
 
 from ._replay_helpers import (
     NS,
@@ -22,6 +22,7 @@ from ._replay_helpers import (
 
 rclpy = pytest.importorskip("rclpy")
 replay = pytest.importorskip("gpu_euclidean_cluster.ros.replay")
+bag_player = pytest.importorskip("gpu_euclidean_cluster.ros.bag_player")
 
 pytestmark = pytest.mark.ros
 
@@ -45,7 +46,7 @@ def start_replay(options, stop: threading.Event) -> tuple[threading.Thread, dict
 
     def target() -> None:
         try:
-            outcome["stats"] = replay.replay_bag(options, stop)
+            outcome["stats"] = bag_player.replay_bag(options, stop)
         except Exception as error:  # reported by the test through the outcome
             outcome["error"] = error
 
@@ -289,3 +290,26 @@ def test_console_script_applies_ros_args(tmp_path):
         assert recorder.wait_for("/via_ros_args", len(frames), 5.0)
     finally:
         recorder.close()
+
+
+@pytest.mark.parametrize("new_topic", ["/remapped", "/points_raw"])
+def test_console_script_remap_option(tmp_path, new_topic):
+    """``--remap OLD:=NEW`` is the tool's own option, not a ROS argument (also OLD == NEW)."""
+    frames = make_frames([0.05])
+    path = bag_path(tmp_path, "ros1")
+    write_bag(path, "ros1", {"/points_raw": frames})
+    recorder = Recorder([new_topic])
+    try:
+        argv = [str(path), "--quiet", "--wait-for-subscribers", "5"]
+        assert replay.main([*argv, "--remap", f"/points_raw:={new_topic}"]) == 0
+        assert recorder.wait_for(new_topic, len(frames), 5.0)
+    finally:
+        recorder.close()
+
+
+def test_split_ros_args():
+    own, ros = replay.split_ros_args(
+        ["bag", "--remap", "/a:=/b", "--ros-args", "-r", "/c:=/d", "--", "--quiet"]
+    )
+    assert own == ["bag", "--remap", "/a:=/b", "--quiet"]
+    assert ros == ["--ros-args", "-r", "/c:=/d"]

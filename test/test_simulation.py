@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import euclidean_cluster
-from gpu_euclidean_cluster.bags import ring_from_elevation
-from gpu_euclidean_cluster.cli import main as cli_main
+from gpu_euclidean_cluster.commands.cli import main as cli_main
 from gpu_euclidean_cluster.pointcloud_io import load_points
-from gpu_euclidean_cluster.simulation import (
+from gpu_euclidean_cluster.pointcloud_io.bags import ring_from_elevation
+from gpu_euclidean_cluster.tools.simulation import (
     GROUND_ID,
     HDL32E,
     HDL64E,

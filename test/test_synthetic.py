@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster import ClusterConfig, ConfigError, EuclideanClusterer
-from gpu_euclidean_cluster.config import METHODS, SEARCHES
-from gpu_euclidean_cluster.synthetic import (
+from gpu_euclidean_cluster.core.config import METHODS, SEARCHES
+from gpu_euclidean_cluster.tools.synthetic import (
     FACTORS,
     TABLE2_EXPERIMENTS,
     _check_float32_rule,

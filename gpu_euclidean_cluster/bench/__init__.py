@@ -14,6 +14,5 @@ Modules, one concept each:
 - :mod:`.results`: incremental JSON / CSV output.
 - :mod:`.plots`: figures in the style of the paper's Figs. 4-14.
 - :mod:`.targets`: the project's performance targets checked against measured numbers.
-- :mod:`.progress`: a progress bar.
 - :mod:`.node_bench`: end-to-end latency of the ROS node.
 """

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..synthetic import FACTORS, TABLE2_EXPERIMENTS, Table2Experiment, synthetic_cloud
+from ..tools.synthetic import FACTORS, TABLE2_EXPERIMENTS, Table2Experiment, synthetic_cloud
 
 #: ``--quick``: the four experiments of Table 2 on clouds small enough for a CPU-only CI run.
 QUICK_TABLE2: Mapping[str, Table2Experiment] = MappingProxyType(

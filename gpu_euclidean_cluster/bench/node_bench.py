@@ -17,7 +17,6 @@ Rates go up until a step drops frames. Per step:
 
 from __future__ import annotations
 
-import argparse
 import logging
 import multiprocessing
 import os
@@ -26,13 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..commands import CommandError
-from ..config import ClusterConfig
+from ..core.config import DEFAULT_BACKEND, DEFAULT_CONFIG, ClusterConfig
+from ..ros.qos import DEFAULT_RELIABILITY
 from .cases import data_dir
+from .errors import BenchError
 from .node_driver import (
     DISCOVERY_TIMEOUT_S,
     DRAIN_TIMEOUT_S,
@@ -59,50 +60,32 @@ DRIVER_SLACK_S = 60.0
 MIN_SEND_FRACTION = 0.95
 
 
-#: The clustering the node runs by default (the library's defaults).
-_NODE_DEFAULTS = ClusterConfig()
-
-
 @dataclass(frozen=True)
 class NodeBenchOptions:
     """What the node benchmark sends and how the node clusters."""
 
     rates_hz: tuple[float, ...] = (10.0, 20.0, 30.0, 50.0, 100.0)
     duration_s: float = 5.0
-    method: str = _NODE_DEFAULTS.method
-    search: str = _NODE_DEFAULTS.search
-    d_th: float = _NODE_DEFAULTS.d_th
-    backend: str = "auto"
-    reliability: str = "best_effort"
+    method: str = DEFAULT_CONFIG.method
+    search: str = DEFAULT_CONFIG.search
+    d_th: float = DEFAULT_CONFIG.d_th
+    backend: str = DEFAULT_BACKEND
+    reliability: str = DEFAULT_RELIABILITY
+    frame: Path | None = None
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.rates_hz or min(self.rates_hz) <= 0:
+            raise BenchError("--rates must list at least one rate > 0 Hz")
+        if not self.duration_s > 0:
+            raise BenchError("--duration-s must be > 0")
 
 
-QUICK_OPTIONS = NodeBenchOptions(rates_hz=(2.0, 5.0), duration_s=2.0, backend="cpu")
+#: ``--quick`` (CI): CPU backend, the small frame, slow rates, short steps.
+QUICK_OPTIONS = NodeBenchOptions(rates_hz=(2.0, 5.0), duration_s=2.0, backend="cpu", quick=True)
 
 
-def options_from_args(args: argparse.Namespace) -> NodeBenchOptions:
-    """Validated options of ``bench node`` (``--quick``: CPU backend, slow rates, short steps)."""
-    if args.quick:
-        return QUICK_OPTIONS
-    try:
-        rates = tuple(sorted(float(r) for r in args.rates.split(",") if r.strip()))
-    except ValueError as error:
-        raise CommandError(f"--rates must be comma-separated numbers: {error}") from error
-    if not rates or min(rates) <= 0:
-        raise CommandError("--rates must list at least one rate > 0 Hz")
-    if not args.duration_s > 0:
-        raise CommandError("--duration-s must be > 0")
-    return NodeBenchOptions(
-        rates_hz=rates,
-        duration_s=args.duration_s,
-        method=args.method,
-        search=args.search,
-        d_th=args.d_th,
-        backend=args.backend,
-        reliability=args.reliability,
-    )
-
-
-def load_frame(args: argparse.Namespace) -> tuple[np.ndarray, str]:
+def load_frame(options: NodeBenchOptions) -> tuple[np.ndarray, str]:
     """The (N, 3) points to send and their name.
 
     ``--frame FILE``; else the default frame of ``$LIDAR_DATA_DIR``; else, when that is absent,
@@ -110,35 +93,34 @@ def load_frame(args: argparse.Namespace) -> tuple[np.ndarray, str]:
     """
     from ..pointcloud_io import load_points
 
-    if args.frame is not None:
-        return load_points(args.frame).xyz, args.frame.name
-    path = data_dir() / (QUICK_FRAME if args.quick else DEFAULT_FRAME)
+    if options.frame is not None:
+        return load_points(options.frame).xyz, options.frame.name
+    path = data_dir() / (QUICK_FRAME if options.quick else DEFAULT_FRAME)
     if path.is_file():
         return load_points(path).xyz, path.name
-    sensor = QUICK_SIMULATED_SENSOR if args.quick else SIMULATED_SENSOR
+    sensor = QUICK_SIMULATED_SENSOR if options.quick else SIMULATED_SENSOR
     log.warning("%s not found: sending a simulated %s sweep instead", path, sensor)
     return simulated_frame(sensor), f"simulated-{sensor}"
 
 
 def simulated_frame(sensor: str) -> np.ndarray:
     """One sweep of ``sensor`` over the simulator's street scene (seed 0)."""
-    from ..simulation import LidarSimulator, get_sensor, street_scene
+    from ..tools.simulation import LidarSimulator, get_sensor, street_scene
 
     return LidarSimulator(get_sensor(sensor), seed=0).scan(street_scene(seed=0)).xyz
 
 
-def run_node_bench(args: argparse.Namespace) -> dict[str, Any]:
+def run_node_bench(options: NodeBenchOptions) -> dict[str, Any]:
     """The ``bench node`` sub-command: measure every rate step, return a JSON-ready result."""
     from .environment import python_command, run_metadata
 
-    options = options_from_args(args)
     # Validate the clustering options before ROS starts (ConfigError names the bad value).
     ClusterConfig(d_th=options.d_th, method=options.method, search=options.search)  # type: ignore[arg-type]
     try:
         import rclpy  # noqa: F401 - the node benchmark needs the ROS 2 Python runtime
     except ImportError as error:
-        raise CommandError(f"bench node needs rclpy ({error})") from error
-    xyz, frame = load_frame(args)
+        raise BenchError(f"bench node needs rclpy ({error})") from error
+    xyz, frame = load_frame(options)
     steps = measure_rates(xyz, frame, options)
     backend = steps[0]["backend"] if steps else options.backend
     return {
@@ -232,7 +214,7 @@ def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) ->
 
 
 def _run_driver(request: DriveRequest, on_warm: Callable[[], None]) -> DriveReport:
-    """Run the driver in a spawned process and return its report (CommandError on failure).
+    """Run the driver in a spawned process and return its report (BenchError on failure).
 
     ``on_warm`` runs between the warm-up frames and the timed ones.
     """
@@ -249,13 +231,13 @@ def _run_driver(request: DriveRequest, on_warm: Callable[[], None]) -> DriveRepo
             timeout=schedule_s + DISCOVERY_TIMEOUT_S + DRAIN_TIMEOUT_S + DRIVER_SLACK_S
         )
     except queue.Empty as error:
-        raise CommandError("the node benchmark's driver process did not report") from error
+        raise BenchError("the node benchmark's driver process did not report") from error
     finally:
         process.join(timeout=10)
         if process.is_alive():
             process.terminate()
     if report.error:
-        raise CommandError(f"node benchmark driver failed: {report.error}")
+        raise BenchError(f"node benchmark driver failed: {report.error}")
     return report
 
 

@@ -67,12 +67,13 @@ def drive(request: DriveRequest, reports: multiprocessing.Queue, warmed: Any, go
 class _Driver:
     def __init__(self, request: DriveRequest) -> None:
         import rclpy
-        from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+        from rclpy.qos import QoSProfile, qos_profile_sensor_data
         from sensor_msgs.msg import PointCloud2
         from std_msgs.msg import Header
 
-        from ..pointcloud2 import from_xyz
+        from ..pointcloud_io.pointcloud2 import from_xyz
         from ..ros.cloud_messages import cloud_to_message
+        from ..ros.qos import reliability_policy
 
         self.request = request
         self.context = rclpy.Context()
@@ -80,11 +81,10 @@ class _Driver:
         self.node = rclpy.create_node(
             "bench_driver", namespace=request.namespace, context=self.context
         )
-        reliable = request.reliability == "reliable"
         qos = QoSProfile(
             history=qos_profile_sensor_data.history,
             depth=qos_profile_sensor_data.depth,
-            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+            reliability=reliability_policy(request.reliability),
         )
         self.pub = self.node.create_publisher(PointCloud2, "input/points", qos)
         self.sub = self.node.create_subscription(

@@ -23,8 +23,8 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..clusterer import EuclideanClusterer
-from ..config import ClusterConfig
-from ..neighbors import squared_distance, threshold_sq
+from ..core.config import ClusterConfig
+from ..core.neighbour_rule import squared_distance, threshold_sq
 
 #: The radius handed to the kd-tree is enlarged by this factor, then every candidate is checked with
 #: the package's float32 rule, so boundary pairs are decided exactly as PCL and the GPU decide them.

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..result import STAGES
+from ..core.result import STAGES
 from .runner import BASELINE_COLUMN
 
 STAGE_LABELS = {

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..clusterer import Backend, EuclideanClusterer
-from ..config import METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig
-from ..labels import canonical_labels
-from ..matrix_memory import MatrixMemoryError, format_bytes
-from ..result import STAGES, ClusterResult
+from ..core.config import METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig
+from ..core.numbering import canonical_labels
+from ..core.result import STAGES, ClusterResult
+from ..cuda.matrix_memory import MatrixMemoryError, format_bytes
 from .cases import Case, CaseData
 from .peers import BASELINE_PEER, Peer, cpu_backend_labels
 from .stats import median, p99, time_calls
@@ -48,11 +48,6 @@ GPU_VARIANTS: tuple[Variant, ...] = (
 
 #: The peer every row's ``matches_oracle`` is judged against when it ran (else the ground truth).
 ORACLE_PEER = "cpu-backend"
-
-
-def method_name(method: str, search: str) -> str:
-    """``RS-matrix``, ``ES-vertex``, ... (the paper's naming)."""
-    return f"{SEARCH_ABBREV[search]}-{method}"
 
 
 @dataclass(frozen=True)

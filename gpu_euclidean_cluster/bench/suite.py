@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from ..tools.progress import ProgressBar
 from .cases import Case
-from .progress import ProgressBar
 from .results import ResultStore
 from .runner import CaseRunner
 
@@ -24,4 +24,4 @@ def run_cases(cases: list[Case], runner: CaseRunner, store: ResultStore, resume:
     progress = ProgressBar(len(todo) * len(runner.implementations()))
     for case in todo:
         store.add(runner.run(case, on_step=progress.step))
-    progress.close()
+    progress.close("done")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..result import STAGES
+from ..core.result import STAGES
 from .runner import BASELINE_COLUMN
 
 TARGET_FRAME = "kitti_000001.bin"

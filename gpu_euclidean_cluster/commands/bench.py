@@ -14,10 +14,14 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import METHODS, SEARCHES
-from . import CommandError
+from ..core.config import BACKENDS, DEFAULT_BACKEND, METHODS, SEARCHES
+from ..ros.qos import RELIABILITIES
+from .errors import CommandError
+
+if TYPE_CHECKING:
+    from ..bench.node_bench import NodeBenchOptions
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +87,9 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
     _add_output_option(parser)
     parser.add_argument(
         "--backend",
-        choices=("auto", "cuda", "cpu"),
-        default="auto",
-        help="where the six methods run (default auto: CUDA if CuPy sees a GPU)",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help=f"where the six methods run (default {DEFAULT_BACKEND}: CUDA if CuPy sees a GPU)",
     )
     parser.add_argument("--device-id", type=int, default=0, help="CUDA device (default 0)")
     parser.add_argument(
@@ -192,15 +196,15 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--d-th", type=float, default=d.d_th, help=f"node d_th (default {d.d_th})")
     parser.add_argument(
         "--backend",
-        choices=("auto", "cuda", "cpu"),
+        choices=BACKENDS,
         default=d.backend,
-        help="node backend (default auto)",
+        help=f"node backend (default {d.backend})",
     )
     parser.add_argument(
         "--reliability",
-        choices=("best_effort", "reliable"),
+        choices=RELIABILITIES,
         default=d.reliability,
-        help="input QoS reliability of the node and the driver (default best_effort, the "
+        help=f"input QoS reliability of the node and the driver (default {d.reliability}, the "
         "node's default; large clouds may need reliable where the middleware drops fragments)",
     )
     parser.add_argument(
@@ -229,12 +233,34 @@ def run_frames(args: argparse.Namespace) -> int:
 def run_node(args: argparse.Namespace) -> int:
     from ..bench.node_bench import run_node_bench
 
-    result = run_node_bench(args)
+    result = run_node_bench(node_options(args))
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "node.json").write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.output / 'node.json'}")
     _report_targets(args.output)
     return 0
+
+
+def node_options(args: argparse.Namespace) -> NodeBenchOptions:
+    """The typed options of ``bench node`` (``--quick``: the CI set, other options ignored)."""
+    from ..bench.node_bench import QUICK_OPTIONS, NodeBenchOptions
+
+    if args.quick:
+        return QUICK_OPTIONS
+    try:
+        rates = tuple(sorted(float(r) for r in args.rates.split(",") if r.strip()))
+    except ValueError as error:
+        raise CommandError(f"--rates must be comma-separated numbers: {error}") from error
+    return NodeBenchOptions(
+        rates_hz=rates,
+        duration_s=args.duration_s,
+        method=args.method,
+        search=args.search,
+        d_th=args.d_th,
+        backend=args.backend,
+        reliability=args.reliability,
+        frame=args.frame,
+    )
 
 
 def run_plot(args: argparse.Namespace) -> int:

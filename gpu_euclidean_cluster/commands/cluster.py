@@ -16,18 +16,23 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..config import BACKENDS, METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig
+from ..core.config import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    DEFAULT_CONFIG,
+    METHODS,
+    SEARCHES,
+    UNLIMITED_CLUSTER_SIZE,
+    ClusterConfig,
+)
 from ..pointcloud_io import FORMATS
-from . import CommandError
+from .errors import CommandError
 
 if TYPE_CHECKING:
+    from ..core.result import ClusterResult
     from ..pointcloud_io import Cloud
-    from ..result import ClusterResult
 
 LARGEST_SHOWN = 10
-DEFAULTS = ClusterConfig()
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``cluster`` and its options."""
     parser = subparsers.add_parser(
@@ -41,24 +46,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="{" + ",".join(FORMATS) + "}",
         help="file format (default: from the name: .pcd.bin nuscenes, .bin kitti, .pcd, .npy)",
     )
-    parser.add_argument("--d-th", default="0.5", metavar="M", help="distance threshold in m (0.5)")
     parser.add_argument(
-        "--method", default=DEFAULTS.method, metavar="{" + ",".join(METHODS) + "}",
-        help=f"labelling method ({DEFAULTS.method})",
+        "--d-th", default=str(DEFAULT_CONFIG.d_th), metavar="M",
+        help=f"distance threshold in m ({DEFAULT_CONFIG.d_th})",
     )
     parser.add_argument(
-        "--search", default=DEFAULTS.search, metavar="{" + ",".join(SEARCHES) + "}",
-        help=f"neighbour search: exhaustive or voxel-grid range search ({DEFAULTS.search})",
+        "--method", default=DEFAULT_CONFIG.method, metavar="{" + ",".join(METHODS) + "}",
+        help=f"labelling method ({DEFAULT_CONFIG.method})",
+    )
+    parser.add_argument(
+        "--search", default=DEFAULT_CONFIG.search, metavar="{" + ",".join(SEARCHES) + "}",
+        help=f"neighbour search: exhaustive or voxel-grid range search ({DEFAULT_CONFIG.search})",
     )
     parser.add_argument(
         "--pointer-jumping", action=argparse.BooleanOptionalAction,
-        default=DEFAULTS.pointer_jumping,
+        default=DEFAULT_CONFIG.pointer_jumping,
         help="vertex/edge: hook roots and compress paths after each pass (same labels, fewer "
         "passes); --no-pointer-jumping runs the paper's algorithm as written (default: on)",
     )
     parser.add_argument(
-        "--backend", default="auto", metavar="{" + ",".join(BACKENDS) + "}",
-        help="cuda, cpu, or auto: CUDA when CuPy sees a device (auto)",
+        "--backend", default=DEFAULT_BACKEND, metavar="{" + ",".join(BACKENDS) + "}",
+        help=f"cuda, cpu, or auto: CUDA when CuPy sees a device ({DEFAULT_BACKEND})",
     )
     parser.add_argument(
         "--min-cluster-size", default="1", metavar="N", help="smaller clusters get label -1 (1)"
@@ -77,7 +85,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load, cluster, report; expected failures raise CommandError/ValueError/OSError."""
     from ..clusterer import EuclideanClusterer
-    from ..matrix_memory import MatrixMemoryError
+    from ..cuda.matrix_memory import MatrixMemoryError
     from ..pointcloud_io import detect_format, load_points
 
     config = config_from_args(args)

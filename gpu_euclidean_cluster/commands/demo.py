@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from . import CommandError
+from ..core.config import DEFAULT_CONFIG
+from .errors import CommandError
 from .simulate import add_simulation_arguments
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ..ros.demo_monitor import DemoMonitor, FrameReport
-    from ..simulation import Scan
+    from ..tools.simulation import Scan
 
 PACKAGE = "gpu_euclidean_cluster"
 LAUNCH_FILE = "gpu_euclidean_cluster.launch.py"
@@ -74,7 +75,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="replay speed factor (default 1 with CUDA; 0.1 on the CPU backend, which needs "
         "about a second per HDL-64E frame)",
     )
-    parser.add_argument("--d-th", type=float, default=0.5, help="distance threshold (m)")
+    default_d_th = DEFAULT_CONFIG.d_th
+    parser.add_argument(
+        "--d-th", type=float, default=default_d_th,
+        help=f"distance threshold (m, default {default_d_th})",
+    )
     parser.add_argument(
         "--min-cluster-size", type=int, default=10, help="smallest cluster reported"
     )
@@ -136,8 +141,8 @@ def write_params(path: Path, args: argparse.Namespace, ground_z: float) -> None:
 
 def simulate_bag(paths: DemoPaths, args: argparse.Namespace) -> tuple[dict[int, Scan], float]:
     """Simulate the sweeps, write them to the demo bag; return them by stamp and the ground z."""
-    from ..bags import write_pointcloud_bag
-    from ..simulation import LidarSimulator, get_sensor, street_scene
+    from ..pointcloud_io.bags import write_pointcloud_bag
+    from ..tools.simulation import LidarSimulator, get_sensor, street_scene
 
     scene = street_scene(seed=args.seed)
     simulator = LidarSimulator(get_sensor(args.sensor), seed=args.seed)
@@ -320,7 +325,7 @@ def write_png(
     paths: DemoPaths, reports: list[FrameReport], scans: dict[int, Scan], sensor: str
 ) -> Path:
     """Bird's-eye PNG of the last clustered frame beside its ground truth."""
-    from ..birdseye import write_birdseye_png
+    from ..tools.birdseye import write_birdseye_png
 
     report = next(
         (

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import CommandError
+from ..core.units import NS_PER_S
+from .errors import CommandError
 from .simulate import add_simulation_arguments
 
 if TYPE_CHECKING:
@@ -21,9 +22,8 @@ if TYPE_CHECKING:
 
     from ..pointcloud_io import Cloud
 
-NS_PER_S = 1_000_000_000
-# Same values as gpu_euclidean_cluster.bags (kept here so that building the parser does not import
-# rosbags; test_bags checks that they agree).
+# Same values as gpu_euclidean_cluster.pointcloud_io.bags (kept here so that building the parser
+# does not import rosbags; test_bags checks that they agree).
 STORAGES = ("ros1", "sqlite3", "mcap")
 DEFAULT_TOPIC = "/points_raw"
 DEFAULT_FRAME_ID = "velodyne"
@@ -85,7 +85,7 @@ def storage_for(output: Path, storage: str | None) -> str:
 
 def cloud_points(cloud: Cloud, path: Path, ring_elevations: Sequence[float]) -> np.ndarray:
     """Autoware structured points of a loaded file; ring derived from elevation when absent."""
-    from ..bags import autoware_points, ring_from_elevation
+    from ..pointcloud_io.bags import autoware_points, ring_from_elevation
 
     intensity = cloud.fields.get("intensity")
     if intensity is None:
@@ -100,7 +100,7 @@ def file_frames(
     paths: Sequence[Path], fmt: str | None, ring_sensor: str, start_ns: int, period_ns: int
 ) -> Iterator[tuple[int, np.ndarray]]:
     from ..pointcloud_io import load_points
-    from ..simulation import get_sensor
+    from ..tools.simulation import get_sensor
 
     elevations = get_sensor(ring_sensor).elevations_deg
     for index, path in enumerate(paths):
@@ -111,7 +111,7 @@ def file_frames(
 def simulated_frames(
     sensor: str, frames: int, seed: int, rate_hz: float, start_ns: int
 ) -> Iterator[tuple[int, np.ndarray]]:
-    from ..simulation import LidarSimulator, get_sensor, street_scene
+    from ..tools.simulation import LidarSimulator, get_sensor, street_scene
 
     simulator = LidarSimulator(get_sensor(sensor), seed=seed)
     for scan in simulator.sequence(street_scene(seed=seed), frames, rate_hz, start_ns):
@@ -119,7 +119,7 @@ def simulated_frames(
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bags import write_pointcloud_bag
+    from ..pointcloud_io.bags import write_pointcloud_bag
 
     if args.simulate == bool(args.inputs):
         raise CommandError("give either input files or --simulate (not both, not neither)")

@@ -10,7 +10,7 @@ import argparse
 import time
 from pathlib import Path
 
-from . import CommandError
+from .errors import CommandError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def add_simulation_arguments(parser: argparse.ArgumentParser, frames: int = 10) -> None:
     """Options shared with ``make-bag --simulate`` and ``demo``: sensor, frames, seed, rate."""
-    from ..simulation.beams import SENSORS
+    from ..tools.simulation.beams import SENSORS
 
     parser.add_argument(
         "--sensor", choices=tuple(SENSORS), default="hdl64e", help="beam model (default hdl64e)"
@@ -46,7 +46,7 @@ def add_simulation_arguments(parser: argparse.ArgumentParser, frames: int = 10) 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..simulation import LidarSimulator, get_sensor, street_scene
+    from ..tools.simulation import LidarSimulator, get_sensor, street_scene
 
     if args.frames < 1:
         raise CommandError(f"--frames must be >= 1, got {args.frames}")

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import time
-
 import cupy
 import numpy as np
 
-from ..config import DEFAULT_MATRIX_BLOCK, ClusterConfig
-from ..result import Labelling
-from .canonical import canonical_labels_gpu
+from ..core.config import DEFAULT_MATRIX_BLOCK, ClusterConfig
+from ..core.result import Labelling
+from ..core.timing import StageClock
 from .ccl import label_edges, label_vertices
 from .graph import NeighbourSearch, build_adjacency_list, build_edge_set
 from .matrix import label_matrix
 from .module import kernel_module
+from .numbering import canonical_labels_gpu
 
 
 def free_device_memory() -> int:
@@ -48,7 +47,7 @@ class CudaBackend:
             module = kernel_module(self.device_id, DEFAULT_MATRIX_BLOCK)
             return canonical_labels_gpu(module, components, min_size, max_size)
 
-    def label(self, points: cupy.ndarray, config: ClusterConfig) -> Labelling:
+    def label(self, points: cupy.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
         n = int(points.shape[0])
         if n == 0:
             return Labelling(components=cupy.empty(0, dtype=cupy.int32), num_edges=0)
@@ -57,44 +56,35 @@ class CudaBackend:
             base = pool.used_bytes()
             module = kernel_module(self.device_id, config.matrix_block)
             if config.method == "matrix":
-                return self._label_matrix(module, points, config)
-            start = time.perf_counter()
-            search = NeighbourSearch(module, points, config.d_th, config.search)
-            if config.method == "vertex":
-                starts, neighbours = build_adjacency_list(search)
-                num_edges = int(neighbours.shape[0]) // 2
-            else:
-                edges = build_edge_set(search)
-                num_edges = int(edges.shape[0])
-            self.synchronize()
-            built = time.perf_counter()
-            peak = pool.used_bytes() - base
-            if config.method == "vertex":
-                labels, iterations = label_vertices(
-                    module, starts, neighbours, n, config.pointer_jumping
+                result = label_matrix(
+                    module, points, config.d_th, config.search, config.matrix_block,
+                    free_device_memory, clock,
                 )
-            else:
-                labels, iterations = label_edges(module, edges, n, config.pointer_jumping)
-            self.synchronize()
-            done = time.perf_counter()
+                return Labelling(
+                    components=result.labels,
+                    iterations=result.updates + 1,
+                    num_labels_after_initial=result.labels_after_initial,
+                    peak_bytes=result.peak_bytes,
+                )
+            with clock("build"):
+                search = NeighbourSearch(module, points, config.d_th, config.search)
+                if config.method == "vertex":
+                    starts, neighbours = build_adjacency_list(search)
+                    num_edges = int(neighbours.shape[0]) // 2
+                else:
+                    edges = build_edge_set(search)
+                    num_edges = int(edges.shape[0])
+            peak = pool.used_bytes() - base
+            with clock("label"):
+                if config.method == "vertex":
+                    labels, iterations = label_vertices(
+                        module, starts, neighbours, n, config.pointer_jumping
+                    )
+                else:
+                    labels, iterations = label_edges(module, edges, n, config.pointer_jumping)
             return Labelling(
                 components=labels,
                 iterations=iterations,
-                timings_ms={"build": (built - start) * 1e3, "label": (done - built) * 1e3},
                 num_edges=num_edges,
                 peak_bytes=max(peak, pool.used_bytes() - base),
             )
-
-    def _label_matrix(
-        self, module: cupy.RawModule, points: cupy.ndarray, config: ClusterConfig
-    ) -> Labelling:
-        result = label_matrix(
-            module, points, config.d_th, config.search, config.matrix_block, free_device_memory
-        )
-        return Labelling(
-            components=result.labels,
-            iterations=result.updates + 1,
-            timings_ms={"build": result.build_ms, "label": result.label_ms},
-            num_labels_after_initial=result.labels_after_initial,
-            peak_bytes=result.peak_bytes,
-        )

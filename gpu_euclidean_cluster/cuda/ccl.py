@@ -5,8 +5,9 @@ until a pass changes nothing (its ``m_d`` flag stays 0). Labels end as the small
 each connected component. Passes are queued in batches of :data:`PASSES_PER_CHECK` with one flag
 each, so the host waits once per batch instead of once per pass (see ``kernels/ccl.cu``).
 
-``pointer_jumping`` (off by default, the paper's algorithms being run as written) hooks labels at
-their roots and compresses paths after each pass; the final labels are the same.
+``pointer_jumping`` (``ClusterConfig.pointer_jumping``, on by default) hooks labels at their roots
+and compresses paths after each pass; the final labels are the same. Off, the paper's algorithms
+run exactly as written.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def label_vertices(
     starts: cupy.ndarray,
     neighbours: cupy.ndarray,
     n: int,
-    pointer_jumping: bool = False,
+    pointer_jumping: bool,
 ) -> tuple[cupy.ndarray, int]:
     """Vertex-based CCL over the adjacency list ``(S, N)``; returns labels and passes."""
     kernel = module.get_function("vertex_ccl")
@@ -65,7 +66,7 @@ def label_vertices(
 
 
 def label_edges(
-    module: cupy.RawModule, edges: cupy.ndarray, n: int, pointer_jumping: bool = False
+    module: cupy.RawModule, edges: cupy.ndarray, n: int, pointer_jumping: bool
 ) -> tuple[cupy.ndarray, int]:
     """Edge-based CCL over the ``j > i`` edge set; returns labels and passes."""
     kernel = module.get_function("edge_ccl")

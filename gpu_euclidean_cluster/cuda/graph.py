@@ -9,14 +9,13 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from ..neighbors import threshold_sq
+from ..core.neighbour_rule import threshold_sq
+from ..core.units import INT32_MAX
 from .module import THREADS, blocks
 from .voxel_grid import GpuVoxelGrid, build_voxel_grid
 
 #: Exhaustive-search tile: threads per block of the ``es_*`` kernels (ES_TILE in common.cuh).
 ES_TILE = 256
-
-INT32_MAX = 2**31 - 1
 
 
 class NeighbourSearch:
@@ -56,17 +55,17 @@ def _exclusive_scan(counts: cupy.ndarray, what: str) -> tuple[cupy.ndarray, int]
 def build_adjacency_list(search: NeighbourSearch) -> tuple[cupy.ndarray, cupy.ndarray]:
     """Algorithm 1: ``S`` (n + 1 starts) and ``N`` (neighbour indices) of the adjacency list."""
     counts = cupy.empty(search.n, dtype=cupy.int32)
-    search.launch("count_neighbors", counts, np.int32(0))
+    search.launch("count_neighbours", counts, np.int32(0))
     starts, total = _exclusive_scan(counts, "adjacency entries")
     neighbours = cupy.empty(total, dtype=cupy.int32)
-    search.launch("write_neighbors", starts, neighbours)
+    search.launch("write_neighbours", starts, neighbours)
     return starts, neighbours
 
 
 def build_edge_set(search: NeighbourSearch) -> cupy.ndarray:
     """Section 4.2.2: the (E, 2) int32 edge set (an int2 array on the device) with ``j > i``."""
     counts = cupy.empty(search.n, dtype=cupy.int32)
-    search.launch("count_neighbors", counts, np.int32(1))
+    search.launch("count_neighbours", counts, np.int32(1))
     starts, total = _exclusive_scan(counts, "edges")
     edges = cupy.empty((total, 2), dtype=cupy.int32)
     search.launch("write_edges", starts, edges)

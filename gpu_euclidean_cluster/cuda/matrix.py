@@ -9,16 +9,16 @@ until a full sweep over the layers merges nothing. ``M`` holds one bit per entry
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import cupy
 import numpy as np
 
-from ..matrix_memory import check_matrix_memory, matrix_row_words
-from ..neighbors import threshold_sq
+from ..core.neighbour_rule import threshold_sq
+from ..core.timing import StageClock
 from .graph import NeighbourSearch
+from .matrix_memory import check_matrix_memory, matrix_row_words
 from .module import THREADS, blocks
 
 
@@ -28,10 +28,7 @@ class MatrixLabelling:
 
     labels: cupy.ndarray
     updates: int
-    layers_evaluated: int
     labels_after_initial: int
-    build_ms: float
-    label_ms: float
     peak_bytes: int
 
 
@@ -53,8 +50,12 @@ def label_matrix(
     search: str,
     b: int,
     free_memory: Callable[[], int],
+    clock: StageClock,
 ) -> MatrixLabelling:
     """Algorithm 2 on finite (N, 3) float32 ``points``; ``b`` is the block size of the module.
+
+    INITIAL_EC and BUILD_MATRIX are timed as the ``build`` stage of ``clock``, the layer sweeps
+    and UPDATEs as ``label``.
 
     Raises:
         MatrixMemoryError: the matrices over the labels left by INITIAL_EC do not fit in the
@@ -63,37 +64,27 @@ def label_matrix(
     n = int(points.shape[0])
     pool = cupy.get_default_memory_pool()
     base = pool.used_bytes()
-    start = time.perf_counter()
-    labels = cupy.empty(n, dtype=cupy.int32)
-    module.get_function("initial_ec")(
-        blocks(n, b), (b,), (points, np.int32(n), threshold_sq(d_th), labels)
-    )
-    num_labels, _ = _compact(module, labels, n + 1, labels)
-    check_matrix_memory(-(-num_labels // b) * b, free_memory())
-    matrix = _AdjacencyMatrix(num_labels, b)
-    NeighbourSearch(module, points, d_th, search).launch(
-        "set_matrix", labels, matrix.bits, np.int64(matrix.words_per_row)
-    )
-    cupy.cuda.get_current_stream().synchronize()
-    built = time.perf_counter()
+    with clock("build"):
+        labels = cupy.empty(n, dtype=cupy.int32)
+        module.get_function("initial_ec")(
+            blocks(n, b), (b,), (points, np.int32(n), threshold_sq(d_th), labels)
+        )
+        num_labels, _ = _compact(module, labels, n + 1, labels)
+        check_matrix_memory(-(-num_labels // b) * b, free_memory())
+        matrix = _AdjacencyMatrix(num_labels, b)
+        NeighbourSearch(module, points, d_th, search).launch(
+            "set_matrix", labels, matrix.bits, np.int64(matrix.words_per_row)
+        )
     peak = pool.used_bytes()
     labels_after_initial = num_labels
-    updates = layers = 0
-    while True:
-        merges, evaluated = _sweep_layers(module, matrix, b)
-        layers += evaluated
-        if merges is None:
-            break
-        rebuilt = _update(module, labels, n, matrix, merges, b)
-        peak = max(peak, pool.used_bytes())  # old and new matrix both alive
-        matrix = rebuilt
-        updates += 1
-    cupy.cuda.get_current_stream().synchronize()
-    done = time.perf_counter()
-    return MatrixLabelling(
-        labels, updates, layers, labels_after_initial, (built - start) * 1e3,
-        (done - built) * 1e3, peak - base,
-    )
+    updates = 0
+    with clock("label"):
+        while (merges := _sweep_layers(module, matrix, b)) is not None:
+            rebuilt = _update(module, labels, n, matrix, merges, b)
+            peak = max(peak, pool.used_bytes())  # old and new matrix both alive
+            matrix = rebuilt
+            updates += 1
+    return MatrixLabelling(labels, updates, labels_after_initial, peak - base)
 
 
 def _compact(
@@ -115,8 +106,8 @@ def _compact(
 
 def _sweep_layers(
     module: cupy.RawModule, matrix: _AdjacencyMatrix, b: int
-) -> tuple[cupy.ndarray | None, int]:
-    """Algorithm 2 lines 5-9: evaluate layers until one merges; return its R (or None) and count."""
+) -> cupy.ndarray | None:
+    """Algorithm 2 lines 5-9: evaluate layers until one merges; return its R (None: no merge)."""
     merges = cupy.arange(matrix.padded, dtype=cupy.int32)
     m_d = cupy.zeros(1, dtype=cupy.int32)
     words = np.int64(matrix.words_per_row)
@@ -124,7 +115,7 @@ def _sweep_layers(
         (matrix.num_groups,), (b,), (matrix.bits, words, merges, m_d)
     )
     if int(m_d.get()[0]):
-        return merges, 1
+        return merges
     padded_groups = matrix.num_groups + (matrix.num_groups % 2)
     merge_layer = module.get_function("merge_layer")
     for layer in range(1, padded_groups):
@@ -134,8 +125,8 @@ def _sweep_layers(
              np.int32(layer), merges, m_d),
         )
         if int(m_d.get()[0]):
-            return merges, layer + 1
-    return None, padded_groups
+            return merges
+    return None
 
 
 def _update(

@@ -1,8 +1,8 @@
 """Algorithm 7 on the GPU: the voxel grid of the range search, built by sort and scan.
 
-Same structure and voxel size as the CPU ``gpu_euclidean_cluster.voxel_grid.VoxelGrid`` (cubes of
-``d_th * (1 + CELL_MARGIN)``), plus the points gathered in voxel order (``sorted_points``) so the
-range-search kernels read candidates contiguously.
+Same structure and voxel size as the CPU twin ``gpu_euclidean_cluster.cpu.voxel_grid.VoxelGrid``
+(cubes of ``d_th * (1 + CELL_MARGIN)``), plus the points gathered in voxel order
+(``sorted_points``) so the range-search kernels read candidates contiguously.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import cupy
 import numpy as np
 
-from ..voxel_grid import cell_size
+from ..core.neighbour_rule import cell_size
 from .module import THREADS, blocks
 
 

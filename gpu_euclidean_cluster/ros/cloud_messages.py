@@ -1,4 +1,8 @@
-"""Conversion between sensor_msgs/PointCloud2 messages and the ROS-free :class:`RawCloud`."""
+"""sensor_msgs/PointCloud2 messages from the ROS-free :class:`RawCloud`.
+
+The other direction needs no ROS types: :func:`~gpu_euclidean_cluster.pointcloud_io.pointcloud2.
+from_message` reads any object with PointCloud2's attributes.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,7 @@ import array
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Header
 
-from ..pointcloud2 import RawCloud, from_message
-
-
-def cloud_from_message(msg: PointCloud2) -> RawCloud:
-    """The message's layout and data (shared, not copied)."""
-    return from_message(msg)
+from ..pointcloud_io.pointcloud2 import RawCloud
 
 
 def cloud_to_message(cloud: RawCloud, header: Header) -> PointCloud2:

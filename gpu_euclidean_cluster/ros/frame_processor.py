@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cluster_stats import cluster_rgb, cluster_table, pack_rgb
 from ..clusterer import Backend, EuclideanClusterer, make_backend
-from ..config import ClusterConfig
-from ..cpu_backend import CpuBackend
-from ..matrix_memory import MatrixMemoryError
-from ..pointcloud2 import RawCloud, append_fields, from_structured, from_xyz, read_xyz
-from ..result import ClusterResult
+from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
+from ..core.config import ClusterConfig
+from ..core.result import ClusterResult
+from ..cpu.backend import CpuBackend
+from ..cuda.matrix_memory import MatrixMemoryError
+from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, from_structured, from_xyz, read_xyz
 from .settings import NodeSettings
 
 log = logging.getLogger(__name__)

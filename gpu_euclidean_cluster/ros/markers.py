@@ -6,7 +6,7 @@ import numpy as np
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
-from ..cluster_stats import cluster_rgb
+from ..core.cluster_stats import cluster_rgb
 
 BOX_NAMESPACE = "cluster_boxes"
 LABEL_NAMESPACE = "cluster_ids"

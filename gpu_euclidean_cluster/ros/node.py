@@ -29,21 +29,23 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import HistoryPolicy, QoSProfile
 from sensor_msgs.msg import PointCloud2
 from visualization_msgs.msg import MarkerArray
 
-from ..config import ConfigError
-from ..pointcloud2 import PointCloud2Error
+from ..core.config import ConfigError
+from ..pointcloud_io.pointcloud2 import PointCloud2Error, from_message
 from . import detections
-from .cloud_messages import cloud_from_message, cloud_to_message
+from .cloud_messages import cloud_to_message
+from .descriptors import descriptor
 from .diagnostics import diagnostics_message
 from .frame_processor import FrameOutput, FrameProcessor
 from .frame_stats import FrameStats, StatsSnapshot
 from .latest_slot import LatestSlot
 from .markers import MarkerBuilder
-from .parameters import descriptor
-from .settings import PARAMETERS, SPECS, NodeSettings, settings_from_values
+from .parameters import PARAMETERS, SPECS
+from .qos import reliability_policy
+from .settings import NodeSettings, settings_from_values
 
 NODE_NAME = "euclidean_cluster_node"
 #: Depth of the (reliable) output publishers.
@@ -129,14 +131,10 @@ class EuclideanClusterNode(Node):
         super().destroy_node()
 
     def _create_topics(self) -> None:
-        reliability = {
-            "best_effort": ReliabilityPolicy.BEST_EFFORT,
-            "reliable": ReliabilityPolicy.RELIABLE,
-        }[self.get_parameter("qos_reliability").value]
         input_qos = QoSProfile(
             history=HistoryPolicy.KEEP_LAST,
             depth=self.get_parameter("qos_depth").value,
-            reliability=reliability,
+            reliability=reliability_policy(self.get_parameter("qos_reliability").value),
         )
         self._labeled_pub = self.create_publisher(
             PointCloud2, "output/labeled_points", OUTPUT_QOS_DEPTH
@@ -186,7 +184,7 @@ class EuclideanClusterNode(Node):
 
     def _process(self, frame: _Frame) -> None:
         try:
-            output = self._processor.process(cloud_from_message(frame.msg), self._settings)
+            output = self._processor.process(from_message(frame.msg), self._settings)
         except PointCloud2Error as error:
             self._reject(error.kind, f"bad PointCloud2: {error}")
             return

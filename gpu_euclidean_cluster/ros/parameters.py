@@ -1,42 +1,181 @@
-"""ROS parameter descriptors of the node, built from :data:`settings.PARAMETERS`."""
+"""The node's parameters: names, defaults, types, ranges and descriptions, free of ROS.
+
+:data:`PARAMETERS` is the single source of truth: the node declares its ROS parameter descriptors
+from it (:mod:`.descriptors`), and the tests check the README table and the YAML files against it.
+Defaults and choice lists come from :class:`~gpu_euclidean_cluster.core.config.ClusterConfig` and
+:mod:`.qos`; values are validated by :func:`.settings.settings_from_values`.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-    ParameterType,
+from ..core import config
+from .qos import DEFAULT_RELIABILITY, RELIABILITIES
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One node parameter.
+
+    Attributes:
+        name: parameter name.
+        default: default value; its Python type (bool, int, float, str) is the parameter's type.
+        description: what it does, with its unit.
+        read_only: fixed at start-up (set it with ``--ros-args -p`` or a params file).
+        choices: allowed string values, if restricted.
+        bounds: inclusive ``(low, high)`` numeric range, if restricted.
+    """
+
+    name: str
+    default: bool | int | float | str
+    description: str
+    read_only: bool = False
+    choices: tuple[str, ...] = ()
+    bounds: tuple[float, float] | None = None
+
+    @property
+    def type_name(self) -> str:
+        """``bool``, ``int``, ``double`` or ``string``."""
+        return {bool: "bool", int: "int", float: "double", str: "string"}[type(self.default)]
+
+    @property
+    def constraints(self) -> str:
+        """The allowed values in words (empty when unrestricted)."""
+        if self.choices:
+            return ", ".join(self.choices)
+        if self.bounds is None:
+            return ""
+        low, high = (_format_number(b) for b in self.bounds)
+        return f"[{low}, {high}]"
+
+
+PARAMETERS: tuple[ParameterSpec, ...] = (
+    ParameterSpec(
+        "method",
+        config.DEFAULT_CONFIG.method,
+        "Labelling method of the paper: vertex- (4.1), edge- (4.2) or matrix-based (4.3).",
+        choices=config.METHODS,
+    ),
+    ParameterSpec(
+        "search",
+        config.DEFAULT_CONFIG.search,
+        "Neighbour search: exhaustive (ES) or voxel-grid range search (RS).",
+        choices=config.SEARCHES,
+    ),
+    ParameterSpec(
+        "pointer_jumping",
+        config.DEFAULT_CONFIG.pointer_jumping,
+        "vertex/edge: hook roots and compress paths after each pass (same labels, fewer "
+        "passes); false runs the paper's algorithm as written.",
+    ),
+    ParameterSpec(
+        "d_th",
+        config.DEFAULT_CONFIG.d_th,
+        "Distance threshold in metres (PCL cluster_tolerance); must be > 0 and finite.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "min_cluster_size",
+        config.DEFAULT_CONFIG.min_cluster_size,
+        "Clusters with fewer points are dropped (cluster_id -1).",
+        bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+    ),
+    ParameterSpec(
+        "max_cluster_size",
+        config.UNLIMITED_CLUSTER_SIZE,
+        "Clusters with more points are dropped (cluster_id -1); "
+        f"{config.UNLIMITED_CLUSTER_SIZE} = no limit.",
+        bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+    ),
+    ParameterSpec(
+        "use_height",
+        True,
+        "Cluster in 3-D; false clusters on x, y only (z ignored, as Autoware offers).",
+    ),
+    ParameterSpec(
+        "min_range",
+        0.0,
+        "Points closer than this horizontal distance (m) from the sensor are not clustered.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "max_range",
+        math.inf,
+        "Points farther than this horizontal distance (m) are not clustered; .inf = no limit.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "min_z",
+        -math.inf,
+        "Points below this height (m, input frame) are not clustered; -.inf = no limit.",
+        bounds=(-math.inf, math.inf),
+    ),
+    ParameterSpec(
+        "max_z",
+        math.inf,
+        "Points above this height (m, input frame) are not clustered; .inf = no limit.",
+        bounds=(-math.inf, math.inf),
+    ),
+    ParameterSpec(
+        "backend",
+        config.DEFAULT_BACKEND,
+        "Where to cluster: auto (CUDA when CuPy sees a GPU, else CPU), cuda or cpu.",
+        read_only=True,
+        choices=config.BACKENDS,
+    ),
+    ParameterSpec(
+        "device_id",
+        0,
+        "CUDA device index used by the cuda backend.",
+        read_only=True,
+        bounds=(0, 255),
+    ),
+    ParameterSpec(
+        "qos_depth",
+        5,
+        "History depth of the input subscription (frames buffered by the middleware).",
+        read_only=True,
+        bounds=(1, 1000),
+    ),
+    ParameterSpec(
+        "qos_reliability",
+        DEFAULT_RELIABILITY,
+        "Input reliability: best_effort (receives from any publisher) or reliable.",
+        read_only=True,
+        choices=RELIABILITIES,
+    ),
 )
 
-from .settings import ParameterSpec
-
-_TYPES = {
-    "bool": ParameterType.PARAMETER_BOOL,
-    "int": ParameterType.PARAMETER_INTEGER,
-    "double": ParameterType.PARAMETER_DOUBLE,
-    "string": ParameterType.PARAMETER_STRING,
-}
+SPECS: dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
 
 
-def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
-    """The descriptor of ``spec``: type, description, constraints, range, read-only flag."""
-    result = ParameterDescriptor(
-        name=spec.name,
-        type=_TYPES[spec.type_name],
-        description=spec.description,
-        additional_constraints=f"one of: {spec.constraints}" if spec.choices else "",
-        read_only=spec.read_only,
-    )
-    if spec.bounds is not None and spec.type_name == "int":
-        low, high = (int(b) for b in spec.bounds)
-        result.integer_range = [IntegerRange(from_value=low, to_value=high, step=1)]
-    elif spec.bounds is not None and spec.type_name == "double":
-        low, high = (float(b) for b in spec.bounds)
-        if not (math.isinf(low) and math.isinf(high)):
-            result.floating_point_range = [
-                FloatingPointRange(from_value=low, to_value=high, step=0.0)
-            ]
-    return result
+def parameters_markdown() -> str:
+    """The README's parameter table, generated from :data:`PARAMETERS`."""
+    lines = [
+        "| Parameter | Type | Default | Allowed | Live | Description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in PARAMETERS:
+        default = _format_value(spec.default)
+        live = "no (read-only)" if spec.read_only else "yes"
+        lines.append(
+            f"| `{spec.name}` | {spec.type_name} | `{default}` | {spec.constraints or 'any'} "
+            f"| {live} | {spec.description} |"
+        )
+    return "\n".join(lines)
+
+
+def _format_value(value: bool | int | float | str) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return _format_number(value)
+    return str(value)
+
+
+def _format_number(value: float) -> str:
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    return repr(value)

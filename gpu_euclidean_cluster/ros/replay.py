@@ -1,385 +1,133 @@
-"""Replay PointCloud2 topics of a ROS 1 or ROS 2 bag with their recorded timing.
+"""The ``replay`` tool: publish the PointCloud2 topics of a bag with their recorded timing.
 
-Console script ``replay BAG`` (``ros2 run gpu_euclidean_cluster replay BAG`` in a workspace) and
-``gpu-euclidean-cluster replay BAG``; the options are defined in
-``gpu_euclidean_cluster.commands.replay``.
-
-Messages are published as serialized CDR: ROS 2 bags already hold CDR, so the stored bytes go to
-``Publisher.publish`` unchanged (no copy of the point payload); ROS 1 messages are converted at
-byte level (``header.seq`` dropped) by :class:`gpu_euclidean_cluster.bags.PointCloudBag`.
-
-Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
-timestamp; the lag is how late the publish call returns after that target. ``/clock`` (optional)
-carries the bag time of the playback clock, for nodes with ``use_sim_time``.
+Console script ``replay BAG`` (``ros2 run gpu_euclidean_cluster replay BAG`` in a workspace); the
+``gpu-euclidean-cluster replay`` sub-command reuses this module's parser. The module owns the
+parser (:func:`add_arguments`, giving :class:`~.replay_options.ReplayOptions`) and imports nothing
+of ROS at import time, so that the CLI's help works without it; the player is :mod:`.bag_player`.
 """
 
 from __future__ import annotations
 
-import math
+import argparse
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
 
-import rclpy
-from rclpy.context import Context
-from rclpy.duration import Duration
-from rclpy.node import Node
-from rclpy.publisher import Publisher
-from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import PointCloud2
-
-from ..bags import BagError, BagMessage, PointCloudBag
-
-NS_PER_S = 1_000_000_000
-DISCOVERY_SETTLE_S = 0.3
-ACK_TIMEOUT_S = 5.0
-MIN_LOOP_SPAN_NS = 1_000_000  # a looped segment shorter than this would publish in a busy loop
-RELIABILITY = {
-    "reliable": QoSReliabilityPolicy.RELIABLE,
-    "best-effort": QoSReliabilityPolicy.BEST_EFFORT,
-}
+from .qos import RELIABILITIES
+from .replay_options import ReplayOptions, parse_remaps
 
 
-@dataclass(frozen=True)
-class ReplayOptions:
-    """What to replay and how (see ``gpu-euclidean-cluster replay --help``)."""
-
-    bag: Path
-    rate: float = 1.0
-    loop: bool = False
-    start_s: float = 0.0
-    duration_s: float | None = None
-    topics: tuple[str, ...] = ()
-    remap: dict[str, str] = field(default_factory=dict)
-    qos_reliability: str = "reliable"
-    qos_depth: int = 10
-    clock_hz: float = 0.0
-    wait_for_subscribers_s: float = 0.0
-    min_subscribers: int = 1
-    progress: bool = True
-    rcl_args: tuple[str, ...] = ()  # command line for rclpy.init, with any --ros-args
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.rate) and self.rate > 0):
-            raise ValueError(f"--rate must be a positive number, got {self.rate}")
-        if not (math.isfinite(self.start_s) and self.start_s >= 0):
-            raise ValueError(f"--start must be >= 0 seconds, got {self.start_s}")
-        if self.duration_s is not None and not (
-            math.isfinite(self.duration_s) and self.duration_s > 0
-        ):
-            raise ValueError(f"--duration must be > 0 seconds, got {self.duration_s}")
-        if self.qos_reliability not in RELIABILITY:
-            raise ValueError(
-                f"unknown QoS reliability {self.qos_reliability!r}; "
-                f"choose {' or '.join(RELIABILITY)}"
-            )
-        if self.qos_depth < 1:
-            raise ValueError(f"--qos-depth must be >= 1, got {self.qos_depth}")
-        if not (math.isfinite(self.clock_hz) and self.clock_hz >= 0):
-            raise ValueError(f"--clock must be >= 0 Hz, got {self.clock_hz}")
-        if self.wait_for_subscribers_s < 0:
-            raise ValueError("--wait-for-subscribers must be >= 0 seconds")
-        if self.min_subscribers < 1:
-            raise ValueError(f"--min-subscribers must be >= 1, got {self.min_subscribers}")
+class ReplayError(Exception):
+    """An expected failure of the replay tool; shown to the user as one line."""
 
 
-@dataclass
-class ReplayStats:
-    """Counters of one replay run."""
-
-    frames: int = 0
-    passes: int = 0
-    elapsed_s: float = 0.0
-    lag_sum_s: float = 0.0
-    lag_max_s: float = 0.0
-    interrupted: bool = False
-    first_publish: float = 0.0
-    last_publish: float = 0.0
-
-    def record(self, lag_s: float) -> None:
-        """Count a frame published now, ``lag_s`` after its scheduled time."""
-        self.last_publish = time.monotonic()
-        if self.frames == 0:
-            self.first_publish = self.last_publish
-        self.frames += 1
-        self.lag_sum_s += lag_s
-        self.lag_max_s = max(self.lag_max_s, lag_s)
-
-    @property
-    def rate_hz(self) -> float:
-        """Achieved publishing rate: frame intervals per second between first and last frame."""
-        span = self.last_publish - self.first_publish
-        return (self.frames - 1) / span if span > 0 else 0.0
-
-    @property
-    def mean_lag_ms(self) -> float:
-        return 1e3 * self.lag_sum_s / self.frames if self.frames else 0.0
-
-    def summary(self) -> str:
-        state = "stopped by user" if self.interrupted else "done"
-        return (
-            f"replay {state}: {self.frames} frames in {self.elapsed_s:.2f} s "
-            f"({self.rate_hz:.1f} Hz, {self.passes} pass(es)), "
-            f"lag mean {self.mean_lag_ms:.1f} ms max {1e3 * self.lag_max_s:.1f} ms"
-        )
-
-
-def parse_remaps(items: Sequence[str]) -> dict[str, str]:
-    """Parse ``OLD:=NEW`` remap arguments into a mapping.
-
-    Raises:
-        ValueError: an item lacks ``:=`` or has an empty side.
-    """
-    remaps: dict[str, str] = {}
-    for item in items:
-        old, sep, new = item.partition(":=")
-        if not sep or not old or not new:
-            raise ValueError(f"bad remap {item!r}: expected OLD:=NEW, e.g. /points_raw:=/points")
-        remaps[old] = new
-    return remaps
-
-
-class ProgressBar:
-    """One status line (frame count, achieved rate, lag) redrawn in place on a terminal."""
-
-    WIDTH = 24
-    PERIOD_S = 0.1
-
-    def __init__(self, stream: TextIO, total: int | None, enabled: bool) -> None:
-        self.stream = stream
-        self.total = total
-        self.enabled = enabled and stream.isatty()
-        self._last = 0.0
-
-    def update(self, stats: ReplayStats, lag_s: float, force: bool = False) -> None:
-        now = time.monotonic()
-        if not self.enabled or (not force and now - self._last < self.PERIOD_S):
-            return
-        self._last = now
-        if self.total:
-            done = stats.frames - (stats.passes - 1) * self.total
-            filled = int(self.WIDTH * min(done, self.total) / self.total)
-            bar = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{self.total}"
-        else:
-            bar = f"{stats.frames}"
-        self.stream.write(
-            f"\r{bar} frames  pass {stats.passes}  {stats.rate_hz:5.1f} Hz  "
-            f"lag {1e3 * lag_s:6.1f} ms "
-        )
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the replay options on ``parser``."""
+    parser.add_argument(
+        "bag", type=Path, help="ROS 1 .bag file, ROS 2 bag directory, or .db3/.mcap file"
+    )
+    parser.add_argument(
+        "-r", "--rate", type=float, default=1.0, help="playback speed factor (default 1)"
+    )
+    parser.add_argument("-l", "--loop", action="store_true", help="repeat until Ctrl-C")
+    parser.add_argument(
+        "--start",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="skip this many seconds from the start of the bag",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="play only this many seconds of bag time",
+    )
+    parser.add_argument(
+        "--topics",
+        nargs="+",
+        default=[],
+        metavar="TOPIC",
+        help="PointCloud2 topics to play (default: all PointCloud2 topics)",
+    )
+    parser.add_argument(
+        "--remap",
+        nargs="+",
+        default=[],
+        metavar="OLD:=NEW",
+        help="publish topic OLD under the name NEW",
+    )
+    parser.add_argument(
+        "--qos-reliability",
+        choices=RELIABILITIES,
+        default="reliable",
+        help="publisher reliability (default reliable, like ros2 bag play)",
+    )
+    parser.add_argument(
+        "--qos-depth", type=int, default=10, help="publisher history depth (default 10)"
+    )
+    parser.add_argument(
+        "--clock",
+        type=float,
+        nargs="?",
+        const=40.0,
+        default=0.0,
+        metavar="HZ",
+        help="publish /clock with the bag time at HZ (default 40 when given) for use_sim_time",
+    )
+    parser.add_argument(
+        "--wait-for-subscribers",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="before playing, wait up to this long for subscribers on every topic",
+    )
+    parser.add_argument(
+        "--min-subscribers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="subscribers per topic that --wait-for-subscribers waits for (default 1)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-class BagPlayer:
-    """Publishes the PointCloud2 messages of an open bag through ``node`` on a timed schedule."""
-
-    def __init__(self, node: Node, bag: PointCloudBag, options: ReplayOptions) -> None:
-        self.node = node
-        self.bag = bag
-        self.options = options
-        self.topics = bag.select_topics(options.topics)
-        unknown = sorted(set(options.remap) - set(self.topics))
-        if unknown:
-            raise BagError(
-                f"cannot remap {', '.join(unknown)}: not replayed (replayed topics: "
-                f"{', '.join(self.topics)})"
-            )
-        self.start_ns = bag.start_ns + round(options.start_s * NS_PER_S)
-        if self.start_ns >= bag.end_ns:
-            length = (bag.end_ns - bag.start_ns) / NS_PER_S
-            raise BagError(
-                f"--start {options.start_s} s is past the end of the bag ({length:.3f} s long)"
-            )
-        self.stop_ns = (
-            None
-            if options.duration_s is None
-            else self.start_ns + round(options.duration_s * NS_PER_S)
-        )
-        span_ns = (bag.end_ns if self.stop_ns is None else min(self.stop_ns, bag.end_ns)) - (
-            self.start_ns
-        )
-        if options.loop and span_ns < MIN_LOOP_SPAN_NS:
-            raise BagError("--loop needs messages spanning some time; this segment is one instant")
-        qos = QoSProfile(
-            history=QoSHistoryPolicy.KEEP_LAST,
-            depth=options.qos_depth,
-            reliability=RELIABILITY[options.qos_reliability],
-            durability=QoSDurabilityPolicy.VOLATILE,
-        )
-        self.publishers: dict[str, Publisher] = {
-            topic: node.create_publisher(PointCloud2, options.remap.get(topic, topic), qos)
-            for topic in self.topics
-        }
-        self.clock_publisher = (
-            node.create_publisher(Clock, "/clock", 10) if options.clock_hz > 0 else None
-        )
-        self._wall_start = 0.0
-
-    def wait_for_acks(self) -> bool:
-        """Wait (up to ACK_TIMEOUT_S) until reliable subscribers acknowledged every message,
-        so that the last frames are not lost when the process exits right after publishing."""
-        timeout = Duration(seconds=ACK_TIMEOUT_S)
-        return all(p.wait_for_all_acked(timeout) for p in self.publishers.values())
-
-    def output_topics(self) -> list[str]:
-        """Topic names as published (after remapping)."""
-        return [publisher.topic_name for publisher in self.publishers.values()]
-
-    def wait_for_subscribers(self, stop: threading.Event) -> bool:
-        """Wait up to ``wait_for_subscribers_s`` until every topic has ``min_subscribers``.
-
-        Discovery is not symmetric: the publisher can see a subscriber before the subscriber
-        has matched the publisher, and a message sent then arrives late (after a reliable
-        retransmission) or not at all. A short settle time after the match avoids that.
-        """
-        deadline = time.monotonic() + self.options.wait_for_subscribers_s
-        while not stop.is_set():
-            wanted = self.options.min_subscribers
-            if all(p.get_subscription_count() >= wanted for p in self.publishers.values()):
-                stop.wait(DISCOVERY_SETTLE_S)
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            stop.wait(0.05)
-        return False
-
-    def play(self, stop: threading.Event, stream: TextIO = sys.stderr) -> ReplayStats:
-        """Replay (once, or until ``stop`` with ``loop``); return the statistics."""
-        stats = ReplayStats()
-        total = self._frames_per_pass()
-        progress = ProgressBar(stream, total, self.options.progress)
-        wall_first = self._wall_start = time.monotonic()
-        lag = 0.0
-        try:
-            while not stop.is_set():
-                stats.passes += 1
-                first_ns = last_ns = self.start_ns
-                count = 0
-                for message in self.bag.messages(self.topics, self.start_ns, self.stop_ns):
-                    target = self._wall_start + (message.timestamp_ns - self.start_ns) / (
-                        self.options.rate * NS_PER_S
-                    )
-                    if not self._sleep_until(target, stop):
-                        break
-                    self._publish(message)
-                    lag = max(0.0, time.monotonic() - target)
-                    stats.record(lag)
-                    stats.elapsed_s = time.monotonic() - wall_first
-                    progress.update(stats, lag)
-                    first_ns = message.timestamp_ns if count == 0 else first_ns
-                    last_ns = message.timestamp_ns
-                    count += 1
-                if not self.options.loop or count == 0:
-                    break
-                # the next pass starts one mean message period after this pass's last message
-                period_ns = (last_ns - first_ns) / (count - 1) if count > 1 else 0.0
-                self._wall_start += (last_ns - self.start_ns + period_ns) / (
-                    self.options.rate * NS_PER_S
-                )
-        finally:
-            stats.elapsed_s = time.monotonic() - wall_first
-            stats.interrupted = stop.is_set()
-            progress.update(stats, lag, force=True)
-            progress.close()
-        return stats
-
-    def _frames_per_pass(self) -> int | None:
-        """Messages per pass when known without reading the bag (no --start/--duration)."""
-        if self.options.start_s == 0 and self.options.duration_s is None:
-            return sum(self.bag.topics[t].count for t in self.topics)
-        return None
-
-    def _publish(self, message: BagMessage) -> None:
-        self.publishers[message.topic].publish(message.cdr)
-
-    def bag_time_ns(self) -> int:
-        """Bag time of the playback clock now."""
-        elapsed = time.monotonic() - self._wall_start
-        return self.start_ns + round(elapsed * self.options.rate * NS_PER_S)
-
-    def _publish_clock(self) -> None:
-        if self.clock_publisher is None:
-            return
-        now = self.bag_time_ns()
-        clock = Clock()
-        clock.clock.sec, clock.clock.nanosec = divmod(now, NS_PER_S)
-        self.clock_publisher.publish(clock)
-
-    def _sleep_until(self, target: float, stop: threading.Event) -> bool:
-        """Sleep until monotonic time ``target``, publishing /clock; False when stopped."""
-        period = 1.0 / self.options.clock_hz if self.clock_publisher else math.inf
-        while True:
-            self._publish_clock()
-            remaining = target - time.monotonic()
-            if remaining <= 0:
-                return not stop.is_set()
-            if stop.wait(min(remaining, period)):
-                return False
-
-
-def replay_bag(
-    options: ReplayOptions,
-    stop: threading.Event | None = None,
-    *,
-    context: Context | None = None,
-    stream: TextIO = sys.stderr,
-) -> ReplayStats:
-    """Open the bag, create a ``replay`` node in a fresh rclpy context and play it.
-
-    Args:
-        options: what to replay.
-        stop: set it (from another thread or a signal handler) to stop; a fresh event if None.
-        context: an uninitialised rclpy context to use; a new one if None.
-        stream: where the progress bar and messages go.
-
-    Raises:
-        BagError: bad bag, topic or remap (before anything is published).
-    """
-    stop = stop or threading.Event()
-    context = context or Context()
-    with PointCloudBag(options.bag) as bag:
-        rclpy.init(
-            args=list(options.rcl_args) or None,
-            context=context,
-            signal_handler_options=SignalHandlerOptions.NO,
-        )
-        try:
-            node = rclpy.create_node("replay", context=context)
-            player = BagPlayer(node, bag, options)
-            print(
-                f"replaying {', '.join(player.topics)} -> {', '.join(player.output_topics())} "
-                f"from {options.bag} at rate {options.rate:g}"
-                + (" (loop)" if options.loop else ""),
-                file=stream,
-            )
-            waited = options.wait_for_subscribers_s
-            if waited > 0 and not player.wait_for_subscribers(stop) and not stop.is_set():
-                print(
-                    f"fewer than {options.min_subscribers} subscriber(s) after {waited:g} s; "
-                    "replaying anyway",
-                    file=stream,
-                )
-            stats = player.play(stop, stream)
-            if not stop.is_set() and not player.wait_for_acks():
-                print(f"some messages unacknowledged after {ACK_TIMEOUT_S:g} s", file=stream)
-            return stats
-        finally:
-            context.try_shutdown()
+def options_from_args(args: argparse.Namespace) -> ReplayOptions:
+    """Build :class:`ReplayOptions` from arguments parsed by :func:`add_arguments`."""
+    return ReplayOptions(
+        bag=args.bag,
+        rate=args.rate,
+        loop=args.loop,
+        start_s=args.start,
+        duration_s=args.duration,
+        topics=tuple(args.topics),
+        remap=parse_remaps(args.remap),
+        qos_reliability=args.qos_reliability,
+        qos_depth=args.qos_depth,
+        clock_hz=args.clock,
+        wait_for_subscribers_s=args.wait_for_subscribers,
+        min_subscribers=args.min_subscribers,
+        progress=not args.quiet,
+    )
 
 
 def run(options: ReplayOptions) -> int:
-    """Replay in the main thread; SIGINT and SIGTERM stop it cleanly. Returns the exit status."""
+    """Replay in the main thread; SIGINT and SIGTERM stop it cleanly. Returns the exit status.
+
+    Raises:
+        ReplayError: the ROS 2 Python runtime is missing.
+        ValueError: a bad bag, topic or remap (``BagError``).
+    """
+    try:
+        from .bag_player import replay_bag
+    except ImportError as error:
+        raise ReplayError(
+            f"replay needs rclpy and sensor_msgs (pip install -e '.[ros]'): {error}"
+        ) from None
     stop = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:
@@ -395,23 +143,40 @@ def run(options: ReplayOptions) -> int:
     return 0
 
 
+def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split a command line into the tool's own arguments and the ROS arguments.
+
+    As rcl does: every ``--ros-args`` opens a ROS section that runs to the next ``--`` or to the
+    end. Only those sections go to ``rclpy.init``, so an option value such as the ``OLD:=NEW``
+    of ``--remap`` stays the tool's.
+    """
+    own: list[str] = []
+    ros: list[str] = []
+    inside = False
+    for arg in argv:
+        if arg == "--ros-args":
+            inside = True
+            ros.append(arg)
+        elif inside and arg == "--":
+            inside = False
+        else:
+            (ros if inside else own).append(arg)
+    return own, ros
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``replay``: same options as ``gpu-euclidean-cluster replay``."""
-    import argparse
-
-    from ..commands import CommandError
-    from ..commands.replay import add_arguments, options_from_args
-
     parser = argparse.ArgumentParser(
         prog="replay", description="Replay PointCloud2 topics of a ROS 1 or ROS 2 bag."
     )
     add_arguments(parser)
-    full = [parser.prog, *(sys.argv[1:] if argv is None else argv)]
-    args = parser.parse_args(rclpy.utilities.remove_ros_args(full)[1:])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    own_args, ros_args = split_ros_args(argv)
+    args = parser.parse_args(own_args)
     try:
         # --ros-args (remapping, namespace, log level, ...) go to rclpy.init
-        return run(replace(options_from_args(args), rcl_args=tuple(full)))
-    except (CommandError, ValueError, OSError) as error:
+        return run(replace(options_from_args(args), rcl_args=(parser.prog, *ros_args)))
+    except (ReplayError, ValueError, OSError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
 

@@ -42,7 +42,7 @@ struct SetMatrix {
 
 // ---- exhaustive search: thread i handles point i -------------------------------------------
 
-extern "C" __global__ void es_count_neighbors(const float* P, int n, float thr_sq, int* count,
+extern "C" __global__ void es_count_neighbours(const float* P, int n, float thr_sq, int* count,
                                               int greater_only) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (greater_only) {
@@ -56,7 +56,7 @@ extern "C" __global__ void es_count_neighbors(const float* P, int n, float thr_s
     }
 }
 
-extern "C" __global__ void es_write_neighbors(const float* P, int n, float thr_sq,
+extern "C" __global__ void es_write_neighbours(const float* P, int n, float thr_sq,
                                               const int* start, int* N) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     WriteAll v{N, i < n ? start[i] : 0};
@@ -79,7 +79,7 @@ extern "C" __global__ void es_set_matrix(const float* P, int n, float thr_sq, co
 
 // ---- range search: thread t handles the point at sorted position t (original index pid[t]) ----
 
-extern "C" __global__ void rs_count_neighbors(const float* SP, const int* pid, const i64* V,
+extern "C" __global__ void rs_count_neighbours(const float* SP, const int* pid, const i64* V,
                                               const int* S, int k, GRID_ARGS, int n,
                                               float thr_sq, int* count, int greater_only) {
     const GridParams g = GRID;
@@ -97,7 +97,7 @@ extern "C" __global__ void rs_count_neighbors(const float* SP, const int* pid, c
     }
 }
 
-extern "C" __global__ void rs_write_neighbors(const float* SP, const int* pid, const i64* V,
+extern "C" __global__ void rs_write_neighbours(const float* SP, const int* pid, const i64* V,
                                               const int* S, int k, GRID_ARGS, int n,
                                               float thr_sq, const int* start, int* N) {
     const GridParams g = GRID;

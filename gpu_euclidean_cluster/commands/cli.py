@@ -5,7 +5,8 @@ Each sub-command lives in ``gpu_euclidean_cluster/commands/<name>.py`` and expos
 arguments returning the exit status). Heavy imports (CuPy, rclpy, matplotlib) happen inside
 ``run`` so that ``--help`` and the other sub-commands stay fast.
 
-Expected failures raise :class:`CommandError` (or ValueError/OSError from the library): the user
+Expected failures raise :class:`CommandError`, ``BenchError``, ``ReplayError`` (or
+ValueError/OSError from the library): the user
 sees one line, ``gpu-euclidean-cluster: error: <reason>``, and exit status 2 — never a traceback.
 """
 
@@ -16,7 +17,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from .commands import COMMANDS, CommandError
+from ..bench.errors import BenchError
+from ..ros.replay import ReplayError
+from . import bench, cluster, demo, make_bag, replay, simulate
+from .errors import CommandError
+
+COMMANDS = (cluster, simulate, make_bag, replay, demo, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args) or 0)
-    except (CommandError, ValueError, OSError) as error:
+    except (CommandError, BenchError, ReplayError, ValueError, OSError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -12,15 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Voxels are cubes of side ``d_th * (1 + CELL_MARGIN)``. Two points whose float32 squared distance
-#: is below d_th² may be a hair farther apart than d_th in exact arithmetic; the margin keeps every
-#: such pair within adjacent voxels, so the 27-voxel range search never misses a neighbour.
-CELL_MARGIN = 1e-4
-
-
-def cell_size(d_th: float) -> float:
-    """Side of one voxel for threshold ``d_th``."""
-    return float(d_th) * (1.0 + CELL_MARGIN)
+from ..core.neighbour_rule import cell_size
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Canonical cluster numbering and size filter on the GPU (the filter stage).
 
-Equal, label for label, to :func:`gpu_euclidean_cluster.labels.canonical_labels`, but instead of
-sorting all N ids it gathers each component's size and smallest member with atomics and sorts
-only the K components; kept clusters form one run of that order, since it is by size.
+Equal, label for label, to :func:`gpu_euclidean_cluster.core.numbering.canonical_labels`, but
+instead of sorting all N ids it gathers each component's size and smallest member with atomics and
+sorts only the K components; kept clusters form one run of that order, since it is by size.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 #: Stage names of the timing breakdown, in pipeline order.
@@ -17,7 +17,6 @@ class Labelling:
         components: int32 array (NumPy or CuPy, on the backend's device), one component id per
             point; two points share an id exactly when they are connected. Ids are arbitrary.
         iterations: passes of the labelling loop (0 where the backend has no loop).
-        timings_ms: at least ``build`` (graph or grid build) and ``label`` (component labelling).
         num_edges: undirected neighbour pairs found, where the method counts them.
         num_labels_after_initial: the matrix method's |R| after INITIAL_EC, else None.
         peak_bytes: device memory the run held at its peak, where the backend tracks it.
@@ -25,7 +24,6 @@ class Labelling:
 
     components: Any
     iterations: int = 0
-    timings_ms: dict[str, float] = field(default_factory=dict)
     num_edges: int | None = None
     num_labels_after_initial: int | None = None
     peak_bytes: int | None = None

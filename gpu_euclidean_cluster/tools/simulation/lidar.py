@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.units import NS_PER_S
 from .beams import BeamModel
 from .raycast import RayGrid, cast
 from .scene import Scene
 
-NS_PER_S = 1_000_000_000
 INTENSITY_SCALE = 255.0
 SCAN_DTYPE = np.dtype(
     [
@@ -49,7 +49,7 @@ class Scan:
 
     def autoware_points(self) -> np.ndarray:
         """Structured x y z intensity (float32) ring (uint16) array, for bags."""
-        from ..bags import autoware_points  # rosbags only when a bag is written
+        from ...pointcloud_io.bags import autoware_points  # rosbags only when a bag is written
 
         return autoware_points(self.xyz, self.intensity, self.ring)
 

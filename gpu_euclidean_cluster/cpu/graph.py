@@ -1,11 +1,10 @@
-"""Neighbour search on the CPU: every pair closer than ``d_th``, as an edge set with ``i < j``.
+"""Graph structures on the CPU from the ES or RS neighbour search (Sections 4.1-4.2, 4.4).
 
-The neighbour rule is PCL's: the squared distance, computed in float32 as
-``((dx*dx) + (dy*dy)) + (dz*dz)`` with each operation rounded, is below ``float32(d_th**2)``.
-The CUDA kernels evaluate the same expression with the same rounding (no fused multiply-add).
-
-Two searches, as in Section 4.4 of the paper: exhaustive search (ES) over all pairs, in blocks, and
-range search (RS) over the 27 voxels around each point of the :class:`VoxelGrid`.
+Twin of ``cuda/graph.py``: every pair closer than ``d_th`` under the neighbour rule of
+:mod:`~gpu_euclidean_cluster.core.neighbour_rule`, as the ``i < j`` edge set of Section 4.2, and
+Algorithm 1's adjacency list built from it. Two searches, as in Section 4.4 of the paper:
+exhaustive search (ES) over all pairs, in blocks, and range search (RS) over the 27 voxels around
+each point of the :class:`VoxelGrid`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
+from ..core.neighbour_rule import squared_distance, threshold_sq
 from .voxel_grid import VoxelGrid, build_voxel_grid
 
 #: Candidate pairs evaluated per vectorised step (bounds the working memory to ~200 MB).
@@ -31,17 +32,6 @@ FORWARD_OFFSETS = np.array(
     ],
     dtype=np.int64,
 )
-
-
-def threshold_sq(d_th: float) -> np.float32:
-    """``d_th²`` as the float32 the comparison uses (squared in double, as PCL does)."""
-    return np.float32(np.float64(d_th) ** 2)
-
-
-def squared_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise float32 squared distances, summed in x, y, z order with float32 rounding."""
-    d = np.subtract(a, b, dtype=np.float32)
-    return (d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]) + d[:, 2] * d[:, 2]
 
 
 def exhaustive_edges(points: np.ndarray, d_th: float) -> np.ndarray:
@@ -123,3 +113,14 @@ def _concat_edges(parts: list[np.ndarray]) -> np.ndarray:
     if not parts:
         return np.empty((0, 2), dtype=np.int32)
     return np.concatenate(parts).astype(np.int32, copy=False).reshape(-1, 2)
+
+
+def adjacency_list(edges: np.ndarray, n: int) -> csr_matrix:
+    """Algorithm 1's ``S`` (exclusive scan of neighbour counts) and ``N`` as a CSR matrix."""
+    both = np.concatenate((edges, edges[:, ::-1]))
+    counts = np.bincount(both[:, 0], minlength=n)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    neighbours = both[np.argsort(both[:, 0], kind="stable"), 1]
+    data = np.ones(len(neighbours), dtype=np.int8)
+    return csr_matrix((data, neighbours, starts), shape=(n, n))

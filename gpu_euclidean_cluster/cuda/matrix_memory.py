@@ -8,6 +8,8 @@ quadratic in |R|, the limit the paper itself admits (Section 6).
 
 from __future__ import annotations
 
+from ..core.units import format_bytes
+
 
 class MatrixMemoryError(MemoryError):
     """The matrix method's adjacency matrices do not fit in the free GPU memory."""
@@ -44,15 +46,3 @@ def check_matrix_memory(num_labels: int, free_bytes: int) -> int:
     if need > free_bytes:
         raise MatrixMemoryError(num_labels, need, free_bytes)
     return need
-
-
-def format_bytes(count: int) -> str:
-    """``count`` bytes in a readable binary unit (e.g. ``1.5 GiB``)."""
-    if count < 1024:
-        return f"{count} B"
-    value = count / 1024
-    for unit in ("KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"

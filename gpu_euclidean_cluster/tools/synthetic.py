@@ -10,7 +10,7 @@ Nguyen et al. (JRM 2020, Section 5.1) generate clouds from four factors:
   i + 2D ... that belong to the i-th cluster"; ``D`` must not exceed ``c``.
 
 The paper gives no geometry, so this module defines one whose every neighbour decision is known in
-advance and holds under the float32 rule of :mod:`gpu_euclidean_cluster.neighbors`.
+advance and holds under the float32 rule of :mod:`gpu_euclidean_cluster.core.neighbour_rule`.
 
 **Degree.** ``degree * c <= n`` admits ``degree == n / c`` (Table 2 has n = 4096, c = 128, degree 32
 and n = 262144, c = 128, degree 2048), which is only possible when a point's neighbours include the
@@ -48,8 +48,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .config import UNLIMITED_CLUSTER_SIZE, ConfigError
-from .labels import canonical_labels
+from ..core.config import UNLIMITED_CLUSTER_SIZE, ConfigError
+from ..core.numbering import canonical_labels
 
 #: The generator's factors, as keyword arguments of :func:`synthetic_cloud`.
 FACTORS: tuple[str, ...] = ("size", "clusters", "degree", "distance")

@@ -1,6 +1,7 @@
 """Clustering configuration: the knobs of Euclidean cluster extraction and their validation.
 
-Shared by the library, the CLI and the ROS node so that every front end accepts and rejects
+The one source of every clustering default, limit and choice list: the library, the CLI, the ROS
+node and the benchmarks derive theirs from here, so that every front end accepts and rejects
 exactly the same values with the same reasons.
 """
 
@@ -10,6 +11,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+from .units import INT32_MAX
+
 Method = Literal["vertex", "edge", "matrix"]
 Search = Literal["exhaustive", "range"]
 BackendName = Literal["auto", "cuda", "cpu"]
@@ -17,9 +20,11 @@ BackendName = Literal["auto", "cuda", "cpu"]
 METHODS: tuple[str, ...] = get_args(Method)
 SEARCHES: tuple[str, ...] = get_args(Search)
 BACKENDS: tuple[str, ...] = get_args(BackendName)
+#: Where to cluster unless told otherwise: CUDA when CuPy sees a device, else the CPU.
+DEFAULT_BACKEND: BackendName = "auto"
 
 #: Largest cluster size that means "no upper limit" (PCL's default is INT_MAX as well).
-UNLIMITED_CLUSTER_SIZE = 2**31 - 1
+UNLIMITED_CLUSTER_SIZE = INT32_MAX
 
 #: Threads per block of the matrix-based method (the paper's ``b``): points merged by
 #: INITIAL_EC and labels per sub-matrix side. A multiple of 32 so a sub-matrix row is whole words.
@@ -104,3 +109,7 @@ def _size_problems(min_size: object, max_size: object) -> list[str]:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: The defaults every front end shows and starts from.
+DEFAULT_CONFIG = ClusterConfig()

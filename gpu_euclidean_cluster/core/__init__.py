@@ -1,0 +1,1 @@
+"""The ROS-free core: configuration, the neighbour rule, canonical numbering, results."""

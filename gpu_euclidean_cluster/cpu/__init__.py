@@ -1,0 +1,1 @@
+"""The CPU backend: NumPy/SciPy twins of the CUDA modules, identical labels."""

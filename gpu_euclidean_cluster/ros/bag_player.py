@@ -1,0 +1,291 @@
+"""Replay PointCloud2 messages of an open bag through an rclpy node on the recorded schedule.
+
+Messages are published as serialized CDR: ROS 2 bags already hold CDR, so the stored bytes go to
+``Publisher.publish`` unchanged (no copy of the point payload); ROS 1 messages are converted at
+byte level (``header.seq`` dropped) by
+:class:`~gpu_euclidean_cluster.pointcloud_io.bags.PointCloudBag`.
+
+Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
+timestamp; the lag is how late the publish call returns after that target. ``/clock`` (optional)
+carries the bag time of the playback clock, for nodes with ``use_sim_time``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+import rclpy
+from rclpy.context import Context
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.publisher import Publisher
+from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile
+from rclpy.signals import SignalHandlerOptions
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import PointCloud2
+
+from ..core.units import NS_PER_S
+from ..pointcloud_io.bags import BagError, BagMessage, PointCloudBag
+from ..tools.progress import ProgressBar
+from .qos import reliability_policy
+from .replay_options import ReplayOptions
+
+DISCOVERY_SETTLE_S = 0.3
+PROGRESS_PERIOD_S = 0.1
+ACK_TIMEOUT_S = 5.0
+MIN_LOOP_SPAN_NS = 1_000_000  # a looped segment shorter than this would publish in a busy loop
+
+
+@dataclass
+class ReplayStats:
+    """Counters of one replay run."""
+
+    frames: int = 0
+    passes: int = 0
+    elapsed_s: float = 0.0
+    lag_sum_s: float = 0.0
+    lag_max_s: float = 0.0
+    interrupted: bool = False
+    first_publish: float = 0.0
+    last_publish: float = 0.0
+
+    def record(self, lag_s: float) -> None:
+        """Count a frame published now, ``lag_s`` after its scheduled time."""
+        self.last_publish = time.monotonic()
+        if self.frames == 0:
+            self.first_publish = self.last_publish
+        self.frames += 1
+        self.lag_sum_s += lag_s
+        self.lag_max_s = max(self.lag_max_s, lag_s)
+
+    @property
+    def rate_hz(self) -> float:
+        """Achieved publishing rate: frame intervals per second between first and last frame."""
+        span = self.last_publish - self.first_publish
+        return (self.frames - 1) / span if span > 0 else 0.0
+
+    @property
+    def mean_lag_ms(self) -> float:
+        return 1e3 * self.lag_sum_s / self.frames if self.frames else 0.0
+
+    def summary(self) -> str:
+        state = "stopped by user" if self.interrupted else "done"
+        return (
+            f"replay {state}: {self.frames} frames in {self.elapsed_s:.2f} s "
+            f"({self.rate_hz:.1f} Hz, {self.passes} pass(es)), "
+            f"lag mean {self.mean_lag_ms:.1f} ms max {1e3 * self.lag_max_s:.1f} ms"
+        )
+
+
+class BagPlayer:
+    """Publishes the PointCloud2 messages of an open bag through ``node`` on a timed schedule."""
+
+    def __init__(self, node: Node, bag: PointCloudBag, options: ReplayOptions) -> None:
+        self.node = node
+        self.bag = bag
+        self.options = options
+        self.topics = bag.select_topics(options.topics)
+        unknown = sorted(set(options.remap) - set(self.topics))
+        if unknown:
+            raise BagError(
+                f"cannot remap {', '.join(unknown)}: not replayed (replayed topics: "
+                f"{', '.join(self.topics)})"
+            )
+        self.start_ns = bag.start_ns + round(options.start_s * NS_PER_S)
+        if self.start_ns >= bag.end_ns:
+            length = (bag.end_ns - bag.start_ns) / NS_PER_S
+            raise BagError(
+                f"--start {options.start_s} s is past the end of the bag ({length:.3f} s long)"
+            )
+        self.stop_ns = (
+            None
+            if options.duration_s is None
+            else self.start_ns + round(options.duration_s * NS_PER_S)
+        )
+        span_ns = (bag.end_ns if self.stop_ns is None else min(self.stop_ns, bag.end_ns)) - (
+            self.start_ns
+        )
+        if options.loop and span_ns < MIN_LOOP_SPAN_NS:
+            raise BagError("--loop needs messages spanning some time; this segment is one instant")
+        qos = QoSProfile(
+            history=QoSHistoryPolicy.KEEP_LAST,
+            depth=options.qos_depth,
+            reliability=reliability_policy(options.qos_reliability),
+            durability=QoSDurabilityPolicy.VOLATILE,
+        )
+        self.publishers: dict[str, Publisher] = {
+            topic: node.create_publisher(PointCloud2, options.remap.get(topic, topic), qos)
+            for topic in self.topics
+        }
+        self.clock_publisher = (
+            node.create_publisher(Clock, "/clock", 10) if options.clock_hz > 0 else None
+        )
+        self._wall_start = 0.0
+
+    def wait_for_acks(self) -> bool:
+        """Wait (up to ACK_TIMEOUT_S) until reliable subscribers acknowledged every message,
+        so that the last frames are not lost when the process exits right after publishing."""
+        timeout = Duration(seconds=ACK_TIMEOUT_S)
+        return all(p.wait_for_all_acked(timeout) for p in self.publishers.values())
+
+    def output_topics(self) -> list[str]:
+        """Topic names as published (after remapping)."""
+        return [publisher.topic_name for publisher in self.publishers.values()]
+
+    def wait_for_subscribers(self, stop: threading.Event) -> bool:
+        """Wait up to ``wait_for_subscribers_s`` until every topic has ``min_subscribers``.
+
+        Discovery is not symmetric: the publisher can see a subscriber before the subscriber
+        has matched the publisher, and a message sent then arrives late (after a reliable
+        retransmission) or not at all. A short settle time after the match avoids that.
+        """
+        deadline = time.monotonic() + self.options.wait_for_subscribers_s
+        while not stop.is_set():
+            wanted = self.options.min_subscribers
+            if all(p.get_subscription_count() >= wanted for p in self.publishers.values()):
+                stop.wait(DISCOVERY_SETTLE_S)
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            stop.wait(0.05)
+        return False
+
+    def play(self, stop: threading.Event, stream: TextIO = sys.stderr) -> ReplayStats:
+        """Replay (once, or until ``stop`` with ``loop``); return the statistics."""
+        stats = ReplayStats()
+        total = self._frames_per_pass()
+        progress = ProgressBar(
+            total, stream, width=24, enabled=self.options.progress, log_when_piped=False,
+            min_period_s=PROGRESS_PERIOD_S,
+        )
+        wall_first = self._wall_start = time.monotonic()
+        lag = 0.0
+        try:
+            while not stop.is_set():
+                stats.passes += 1
+                first_ns = last_ns = self.start_ns
+                count = 0
+                for message in self.bag.messages(self.topics, self.start_ns, self.stop_ns):
+                    target = self._wall_start + (message.timestamp_ns - self.start_ns) / (
+                        self.options.rate * NS_PER_S
+                    )
+                    if not self._sleep_until(target, stop):
+                        break
+                    self._publish(message)
+                    lag = max(0.0, time.monotonic() - target)
+                    stats.record(lag)
+                    stats.elapsed_s = time.monotonic() - wall_first
+                    progress.show(self._done_this_pass(stats, total), _status(stats, lag))
+                    first_ns = message.timestamp_ns if count == 0 else first_ns
+                    last_ns = message.timestamp_ns
+                    count += 1
+                if not self.options.loop or count == 0:
+                    break
+                # the next pass starts one mean message period after this pass's last message
+                period_ns = (last_ns - first_ns) / (count - 1) if count > 1 else 0.0
+                self._wall_start += (last_ns - self.start_ns + period_ns) / (
+                    self.options.rate * NS_PER_S
+                )
+        finally:
+            stats.elapsed_s = time.monotonic() - wall_first
+            stats.interrupted = stop.is_set()
+            progress.show(self._done_this_pass(stats, total), _status(stats, lag), force=True)
+            progress.close()
+        return stats
+
+    @staticmethod
+    def _done_this_pass(stats: ReplayStats, total: int | None) -> int:
+        return stats.frames if total is None else stats.frames - (stats.passes - 1) * total
+
+    def _frames_per_pass(self) -> int | None:
+        """Messages per pass when known without reading the bag (no --start/--duration)."""
+        if self.options.start_s == 0 and self.options.duration_s is None:
+            return sum(self.bag.topics[t].count for t in self.topics)
+        return None
+
+    def _publish(self, message: BagMessage) -> None:
+        self.publishers[message.topic].publish(message.cdr)
+
+    def bag_time_ns(self) -> int:
+        """Bag time of the playback clock now."""
+        elapsed = time.monotonic() - self._wall_start
+        return self.start_ns + round(elapsed * self.options.rate * NS_PER_S)
+
+    def _publish_clock(self) -> None:
+        if self.clock_publisher is None:
+            return
+        now = self.bag_time_ns()
+        clock = Clock()
+        clock.clock.sec, clock.clock.nanosec = divmod(now, NS_PER_S)
+        self.clock_publisher.publish(clock)
+
+    def _sleep_until(self, target: float, stop: threading.Event) -> bool:
+        """Sleep until monotonic time ``target``, publishing /clock; False when stopped."""
+        period = 1.0 / self.options.clock_hz if self.clock_publisher else math.inf
+        while True:
+            self._publish_clock()
+            remaining = target - time.monotonic()
+            if remaining <= 0:
+                return not stop.is_set()
+            if stop.wait(min(remaining, period)):
+                return False
+
+
+def replay_bag(
+    options: ReplayOptions,
+    stop: threading.Event | None = None,
+    *,
+    context: Context | None = None,
+    stream: TextIO = sys.stderr,
+) -> ReplayStats:
+    """Open the bag, create a ``replay`` node in a fresh rclpy context and play it.
+
+    Args:
+        options: what to replay.
+        stop: set it (from another thread or a signal handler) to stop; a fresh event if None.
+        context: an uninitialised rclpy context to use; a new one if None.
+        stream: where the progress bar and messages go.
+
+    Raises:
+        BagError: bad bag, topic or remap (before anything is published).
+    """
+    stop = stop or threading.Event()
+    context = context or Context()
+    with PointCloudBag(options.bag) as bag:
+        rclpy.init(
+            args=list(options.rcl_args) or None,
+            context=context,
+            signal_handler_options=SignalHandlerOptions.NO,
+        )
+        try:
+            node = rclpy.create_node("replay", context=context)
+            player = BagPlayer(node, bag, options)
+            print(
+                f"replaying {', '.join(player.topics)} -> {', '.join(player.output_topics())} "
+                f"from {options.bag} at rate {options.rate:g}"
+                + (" (loop)" if options.loop else ""),
+                file=stream,
+            )
+            waited = options.wait_for_subscribers_s
+            if waited > 0 and not player.wait_for_subscribers(stop) and not stop.is_set():
+                print(
+                    f"fewer than {options.min_subscribers} subscriber(s) after {waited:g} s; "
+                    "replaying anyway",
+                    file=stream,
+                )
+            stats = player.play(stop, stream)
+            if not stop.is_set() and not player.wait_for_acks():
+                print(f"some messages unacknowledged after {ACK_TIMEOUT_S:g} s", file=stream)
+            return stats
+        finally:
+            context.try_shutdown()
+
+
+def _status(stats: ReplayStats, lag_s: float) -> str:
+    """The progress line's detail: pass, achieved rate and lag behind the schedule."""
+    return f"frames  pass {stats.passes}  {stats.rate_hz:5.1f} Hz  lag {1e3 * lag_s:6.1f} ms"
