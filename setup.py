@@ -39,7 +39,7 @@ setup(
         # when your driver is CUDA 13: pip install cupy-cuda13x.
         "gpu": ["cupy-cuda12x>=13"],
         "ros": ROS_WHEELS,
-        "test": ["pytest>=7", "ruff>=0.4"],
+        "test": ["pytest>=7", "ruff>=0.4", "hypothesis>=6"],
     },
     zip_safe=True,
     entry_points={

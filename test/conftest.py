@@ -94,12 +94,14 @@ def oracle_components(points: np.ndarray, d_th: float) -> np.ndarray:
     points = np.asarray(points, dtype=np.float32).reshape(-1, 3)
     finite = np.flatnonzero(np.isfinite(points).all(axis=1))
     p = points[finite]
-    threshold = np.float32(np.float64(d_th) ** 2)
+    with np.errstate(over="ignore"):
+        threshold = np.float32(np.float64(d_th) ** 2)
     parent = np.arange(len(p))
     for start in range(0, len(p), _ORACLE_ROWS):
         rows = p[start : start + _ORACLE_ROWS]
-        d = rows[:, None, :] - p[None, :, :]
-        sq = (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
+        with np.errstate(over="ignore"):  # float32 overflow: inf, not a neighbour
+            d = rows[:, None, :] - p[None, :, :]
+            sq = (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
         i, j = np.nonzero(sq < threshold)
         parent = _union(parent, i + start, j)
     ids = np.full(len(points), -1, dtype=np.int64)
@@ -204,7 +206,35 @@ def _oracle_cloud_library() -> dict[str, tuple[np.ndarray, float]]:
     clouds["float64_input"] = (rng.uniform(-3, 3, (400, 3)) * (1 + 1e-9), 0.35)
     clouds["exactly_d_th"] = (_exact_threshold_cloud(), 0.625)
     clouds["near_threshold"] = (_near_threshold_pairs(rng, 0.3), 0.3)
+    clouds["far_outliers"] = (_with_far_outliers(rng), 0.5)
+    clouds["one_axis_outliers"] = (_with_one_axis_outliers(rng), 0.5)
+    clouds["huge_coordinates"] = (_huge_coordinates(rng), 0.5)
+    clouds["tiny_d_th"] = (_huge_coordinates(rng) * np.float32(1e-36), 1e-40)
     return clouds
+
+
+def _with_far_outliers(rng: np.random.Generator) -> np.ndarray:
+    """Blobs plus single points and pairs out to the float32 limit (the voxel grid's window)."""
+    centres = rng.uniform(-20, 20, (6, 3))
+    blobs = (centres[:, None, :] + rng.normal(0, 0.4, (6, 50, 3))).reshape(-1, 3)
+    far = rng.choice([-1.0, 1.0], (40, 3)) * 10.0 ** rng.uniform(3, 38.5, (40, 3))
+    far = np.clip(far, -3.4e38, 3.4e38)
+    pairs = far[:10] + np.array([0.25, 0.0, 0.0])  # neighbours only where float32 can tell
+    return rng.permutation(np.concatenate((blobs, far, pairs))).astype(np.float32)
+
+
+def _with_one_axis_outliers(rng: np.random.Generator) -> np.ndarray:
+    """Dense blobs plus a glitch far out on a single axis (the bug report's -1e20 m point)."""
+    centres = rng.uniform(-15, 15, (10, 3))
+    blobs = (centres[:, None, :] + rng.normal(0, 0.5, (10, 40, 3))).reshape(-1, 3)
+    glitches = np.array([[-1e20, 0.0, 0.0], [0.0, 3e38, 0.0], [0.0, 0.0, -2e25]])
+    return rng.permutation(np.concatenate((blobs, glitches))).astype(np.float32)
+
+
+def _huge_coordinates(rng: np.random.Generator) -> np.ndarray:
+    """Clusters of points around 1e30 m, with exact duplicates (the only neighbours there)."""
+    base = rng.uniform(-3e30, 3e30, (60, 3)).astype(np.float32)
+    return rng.permutation(np.concatenate((base, base[:20], base[:5]))).astype(np.float32)
 
 
 def _with_non_finite(rng: np.random.Generator) -> np.ndarray:

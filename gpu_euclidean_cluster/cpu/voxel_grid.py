@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.neighbour_rule import cell_size
+from ..core.neighbour_rule import cell_size, grid_window, voxel_coords
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class VoxelGrid:
     """A grid of ``cell``-sized cubes over the cloud's bounding box (Algorithm 7's outputs).
 
     Attributes:
-        origin: (3,) float64 minimum corner of the bounding box.
+        origin: (3,) float64 minimum corner of the grid (the bounding box's, unless clamped).
         cell: side of a voxel in metres.
         dims: (3,) int64 number of voxels along x, y, z.
         pid: int64 (N,) point indices sorted by voxel id.
@@ -56,10 +56,12 @@ def build_voxel_grid(points: np.ndarray, d_th: float) -> VoxelGrid:
         empty = np.empty(0, dtype=np.int64)
         return VoxelGrid(np.zeros(3), cell, np.ones(3, np.int64), empty, empty,
                          np.zeros(1, np.int64), np.empty((0, 3), np.int64))
-    # Steps 1-3: bounding box by reduction, number of voxels, voxel id of every point.
-    origin = points.min(axis=0).astype(np.float64)
-    coords = np.floor((points.astype(np.float64) - origin) / cell).astype(np.int64)
-    dims = coords.max(axis=0) + 1
+    # Steps 1-3: bounding box by reduction, number of voxels, voxel id of every point (the grid
+    # window is clamped so that any finite coordinates give exact, overflow-free voxel ids).
+    origin, dims = grid_window(
+        points.min(axis=0), points.max(axis=0), cell, lambda: np.median(points, axis=0)
+    )
+    coords = voxel_coords(points, origin, cell, dims)
     grid = VoxelGrid(origin, cell, dims, np.empty(0, np.int64), np.empty(0, np.int64),
                      np.empty(0, np.int64), coords)
     vid = grid.linear_id(coords)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import cupy
 import numpy as np
 
-from ..core.neighbour_rule import cell_size
+from ..core.neighbour_rule import cell_size, grid_window
 from .module import THREADS, blocks
 
 
@@ -40,11 +40,11 @@ def build_voxel_grid(module: cupy.RawModule, points: cupy.ndarray, d_th: float) 
     """Build the grid over finite (N, 3) float32 ``points`` (N >= 1)."""
     n = points.shape[0]
     cell = cell_size(d_th)
-    # Steps 1-2: bounding box by parallel reduction, number of voxels per axis.
-    low = points.min(axis=0).get().astype(np.float64)
-    high = points.max(axis=0).get().astype(np.float64)
-    dims = np.floor((high - low) / cell).astype(np.int64) + 1
-    grid_args = (*(np.float64(v) for v in low), np.float64(1.0 / cell),
+    # Steps 1-2: bounding box by parallel reduction, number of voxels per axis (clamped window).
+    low = points.min(axis=0).get()
+    high = points.max(axis=0).get()
+    origin, dims = grid_window(low, high, cell, lambda: cupy.median(points, axis=0).get())
+    grid_args = (*(np.float64(v) for v in origin), np.float64(cell),
                  *(np.int64(v) for v in dims))
     # Steps 3-5: voxel id per point, pid = 0..N-1, sort by key.
     vid = cupy.empty(n, dtype=cupy.int64)

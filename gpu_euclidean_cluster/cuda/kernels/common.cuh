@@ -7,14 +7,14 @@
 typedef long long i64;
 
 struct GridParams {
-    double origin_x, origin_y, origin_z;  // minimum corner of the bounding box
-    double inv_cell;                      // 1 / voxel side
+    double origin_x, origin_y, origin_z;  // minimum corner of the grid window
+    double cell;                          // voxel side
     i64 dim_x, dim_y, dim_z;              // voxels per axis
 };
 
 // Kernels take the grid as scalar arguments (GRID_ARGS) and rebuild the struct (GRID).
-#define GRID_ARGS double ox, double oy, double oz, double inv_cell, i64 nx, i64 ny, i64 nz
-#define GRID GridParams{ox, oy, oz, inv_cell, nx, ny, nz}
+#define GRID_ARGS double ox, double oy, double oz, double cell, i64 nx, i64 ny, i64 nz
+#define GRID GridParams{ox, oy, oz, cell, nx, ny, nz}
 
 __device__ __forceinline__ float3 load_point(const float* __restrict__ P, int i) {
     return make_float3(P[3 * i], P[3 * i + 1], P[3 * i + 2]);
@@ -27,8 +27,12 @@ __device__ __forceinline__ float squared_distance(float3 a, float3 b) {
     return __fadd_rn(__fadd_rn(__fmul_rn(dx, dx), __fmul_rn(dy, dy)), __fmul_rn(dz, dz));
 }
 
-__device__ __forceinline__ i64 voxel_coord(float v, double origin, double inv_cell) {
-    return (i64)floor(((double)v - origin) * inv_cell);
+// Voxel coordinate along one axis, clamped to [0, dim - 1] exactly as the CPU twin does
+// (core/neighbour_rule.py voxel_coords): clamping keeps neighbours in adjacent voxels and the
+// ids free of overflow for any finite coordinate.
+__device__ __forceinline__ i64 voxel_coord(float v, double origin, double cell, i64 dim) {
+    const double c = floor(__ddiv_rn((double)v - origin, cell));
+    return (i64)fmin(fmax(c, 0.0), (double)(dim - 1));
 }
 
 __device__ __forceinline__ i64 voxel_id(i64 x, i64 y, i64 z, const GridParams& g) {
@@ -96,9 +100,9 @@ __device__ void range_search(const float* __restrict__ SP, const int* __restrict
                              const GridParams& g, float thr_sq, int t, Visit& visit) {
     const float3 p = load_point(SP, t);
     const int i = pid[t];
-    const i64 cx = voxel_coord(p.x, g.origin_x, g.inv_cell);
-    const i64 cy = voxel_coord(p.y, g.origin_y, g.inv_cell);
-    const i64 cz = voxel_coord(p.z, g.origin_z, g.inv_cell);
+    const i64 cx = voxel_coord(p.x, g.origin_x, g.cell, g.dim_x);
+    const i64 cy = voxel_coord(p.y, g.origin_y, g.cell, g.dim_y);
+    const i64 cz = voxel_coord(p.z, g.origin_z, g.cell, g.dim_z);
     const i64 x_lo = cx > 0 ? cx - 1 : 0;
     const i64 x_hi = cx + 1 < g.dim_x ? cx + 1 : g.dim_x - 1;
     for (i64 z = cz - 1; z <= cz + 1; ++z) {

@@ -8,9 +8,9 @@ extern "C" __global__ void compute_voxel_ids(const float* P, int n, GRID_ARGS, i
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float3 p = load_point(P, i);
-    vid[i] = voxel_id(voxel_coord(p.x, g.origin_x, g.inv_cell),
-                      voxel_coord(p.y, g.origin_y, g.inv_cell),
-                      voxel_coord(p.z, g.origin_z, g.inv_cell), g);
+    vid[i] = voxel_id(voxel_coord(p.x, g.origin_x, g.cell, g.dim_x),
+                      voxel_coord(p.y, g.origin_y, g.cell, g.dim_y),
+                      voxel_coord(p.z, g.origin_z, g.cell, g.dim_z), g);
     pid[i] = i;
 }
 
