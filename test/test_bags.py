@@ -71,6 +71,7 @@ def test_make_bag_defaults_agree_with_the_bags_module():
     from gpu_euclidean_cluster.pointcloud_io import bags
 
     assert make_bag.STORAGES == bags.STORAGES
+    assert make_bag.STORAGE_OF_SUFFIX == bags.STORAGE_OF_SUFFIX
     assert make_bag.DEFAULT_TOPIC == bags.DEFAULT_TOPIC
     assert make_bag.DEFAULT_FRAME_ID == bags.DEFAULT_FRAME_ID
 
@@ -131,7 +132,11 @@ def test_make_bag_bad_inputs(tmp_path, capsys):
         (["make-bag", str(tmp_path / "a.bag")], "give either input files or --simulate"),
         (
             ["make-bag", str(tmp_path / "b"), "--storage", "ros1", "--simulate"],
-            "a ROS 1 bag must end in .bag",
+            "a ROS 1 bag is a file whose name ends in .bag",
+        ),
+        (
+            ["make-bag", str(tmp_path / "e.mcap"), "--storage", "sqlite3", "--simulate"],
+            "a .mcap name holds a mcap bag, not sqlite3",
         ),
         (["make-bag", str(tmp_path / "c"), str(tmp_path / "missing.bin")], "missing.bin"),
         (["make-bag", str(tmp_path / "d"), str(tmp_path / "xyz.npy")], "no intensity field"),
@@ -181,3 +186,57 @@ def test_simulated_bag_round_trips_through_replay(tmp_path, monkeypatch):
         recorder.close()
     assert stats.frames == 3
     assert received == stored
+
+
+def _bag_files(path: Path) -> list[Path]:
+    """The files holding a bag's data: the file itself, or a ROS 2 directory's storage file."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.suffix in {".db3", ".mcap"})
+
+
+@pytest.mark.parametrize("storage", sorted(STORAGES))
+@pytest.mark.parametrize("where", [0.02, 0.2, 0.5, 0.8, 0.98])
+@pytest.mark.parametrize("damage", ["garbage", "zeros", "truncate"])
+def test_damaged_bag_reads_or_fails_with_one_reason(tmp_path, storage, where, damage):
+    """A bag damaged anywhere either still reads or raises BagError: never another exception."""
+    frames = [(5 * NS + i * NS // 10, random_points(2000, seed=i)) for i in range(6)]
+    path = tmp_path / STORAGES[storage]
+    write_pointcloud_bag(path, frames, storage=storage)
+    [data_file] = _bag_files(path)
+    content = bytearray(data_file.read_bytes())
+    at = int(len(content) * where)
+    if damage == "truncate":
+        del content[at:]
+    else:
+        rng = np.random.default_rng(at)
+        patch = rng.integers(0, 256, 512, dtype=np.uint8) if damage == "garbage" else bytes(512)
+        content[at : at + 512] = bytes(patch)[: len(content) - at]
+    data_file.write_bytes(bytes(content))
+    try:
+        messages = read_back(path)
+    except BagError as error:
+        assert "bag" in str(error) and "\n" not in str(error)
+        return
+    assert len(messages) <= len(frames)
+
+
+@pytest.mark.parametrize(
+    ("name", "storage", "expected"),
+    [
+        ("out.bag", "ros1", "out.bag"),
+        ("out.mcap", "mcap", "out.mcap"),
+        ("out.db3", "sqlite3", "out.db3"),
+        ("out_dir", "mcap", "out_dir"),
+        ("out_dir", "sqlite3", "out_dir"),
+    ],
+)
+def test_make_bag_writes_what_the_name_says(tmp_path, name, storage, expected):
+    out = tmp_path / name
+    source = tmp_path / "cloud.npy"
+    np.save(source, random_points(500))
+    argv = ["make-bag", str(out), str(source)]
+    assert cli_main([*argv, "--storage", storage] if name == "out_dir" else argv) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["cloud.npy", expected])
+    assert out.is_file() == (name != "out_dir")
+    assert len(read_back(out)) == 1

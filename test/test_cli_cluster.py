@@ -192,3 +192,22 @@ def test_installed_script_errors_without_traceback(tmp_path: Path) -> None:
     )
     _assert_one_line_error(completed.returncode, completed.stdout, completed.stderr,
                            "absent.pcd: no such file")
+
+
+@pytest.mark.parametrize("fmt", ["pcd", "kitti", "npy"])
+def test_devices_are_refused_not_read_forever(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero on this system")
+    status, out, err = _run_main(capsys, "/dev/zero", "--format", fmt, "--backend", "cpu")
+    _assert_one_line_error(status, out, err, "not a regular file")
+
+
+def test_empty_file_warns_and_reports_no_clusters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    status, out, _ = _run_main(capsys, str(empty), "--backend", "cpu", "--json")
+    assert status == 0
+    assert json.loads(out)["clusters"] == 0
+    assert any("holds no points" in r.getMessage() for r in caplog.records)

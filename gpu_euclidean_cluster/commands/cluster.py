@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,8 @@ from .errors import CommandError
 if TYPE_CHECKING:
     from ..core.result import ClusterResult
     from ..pointcloud_io import Cloud
+
+log = logging.getLogger(__name__)
 
 LARGEST_SHOWN = 10
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -95,11 +98,18 @@ def run(args: argparse.Namespace) -> int:
     if args.labels_out:
         check_writable(args.labels_out)
     cloud = load_points(args.file, fmt)
+    if len(cloud.xyz) == 0:
+        log.warning("%s holds no points: nothing to cluster", args.file)
     clusterer = EuclideanClusterer(config, backend=args.backend)
     try:
         result = clusterer.cluster(cloud.xyz)
     except MatrixMemoryError as error:
         raise CommandError(str(error)) from None
+    except MemoryError as error:
+        raise CommandError(
+            f"out of memory clustering {len(cloud.xyz)} points at d_th {config.d_th} m with "
+            f"method {config.method} ({type(error).__name__}: {error}); lower --d-th"
+        ) from None
     if args.labels_out:
         write_labels(args.labels_out, result.labels)
     report = build_report(args, fmt, config, cloud, result)

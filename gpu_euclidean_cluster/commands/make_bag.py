@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # Same values as gpu_euclidean_cluster.pointcloud_io.bags (kept here so that building the parser
 # does not import rosbags; test_bags checks that they agree).
 STORAGES = ("ros1", "sqlite3", "mcap")
+STORAGE_OF_SUFFIX = {".bag": "ros1", ".mcap": "mcap", ".db3": "sqlite3"}
 DEFAULT_TOPIC = "/points_raw"
 DEFAULT_FRAME_ID = "velodyne"
 
@@ -39,13 +40,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "sweeps (--simulate) as Autoware-style PointCloud2 messages to a ROS 1 .bag or a ROS 2 "
         "bag directory (sqlite3 or MCAP).",
     )
-    parser.add_argument("output", type=Path, help="output .bag file or ROS 2 bag directory")
+    parser.add_argument(
+        "output",
+        type=Path,
+        help="OUT.bag (ROS 1), OUT.mcap / OUT.db3 (one ROS 2 storage file), or a ROS 2 bag "
+        "directory (any other name)",
+    )
     parser.add_argument("inputs", type=Path, nargs="*", help="point-cloud files, one per frame")
     parser.add_argument(
         "--storage",
         choices=STORAGES,
         default=None,
-        help="bag storage (default: ros1 for a .bag output, mcap for .mcap, else sqlite3)",
+        help="bag storage (default: ros1 for .bag, mcap for .mcap, sqlite3 for .db3 and "
+        "directories)",
     )
     parser.add_argument(
         "--format", choices=FORMATS, default=None, help="input format (default: from the name)"
@@ -72,14 +79,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def storage_for(output: Path, storage: str | None) -> str:
-    """The storage to write: explicit, or from the output name; ROS 1 needs a .bag name."""
+    """The storage to write: explicit, or from the output name (``.bag`` ROS 1, ``.mcap`` MCAP,
+    ``.db3`` sqlite3; another name is a ROS 2 bag directory, sqlite3 unless ``--storage``)."""
+    named = STORAGE_OF_SUFFIX.get(output.suffix)
     if storage is None:
-        return {".bag": "ros1", ".mcap": "mcap"}.get(output.suffix, "sqlite3")
-    if (storage == "ros1") != (output.suffix == ".bag"):
-        raise CommandError(
-            f"a {'ROS 1 bag must' if storage == 'ros1' else 'ROS 2 bag must not'} "
-            f"end in .bag: {output}"
-        )
+        return named or "sqlite3"
+    if named is not None and named != storage:
+        raise CommandError(f"{output}: a {output.suffix} name holds a {named} bag, not {storage}")
+    if storage == "ros1" and named is None:
+        raise CommandError(f"{output}: a ROS 1 bag is a file whose name ends in .bag")
     return storage
 
 

@@ -16,8 +16,10 @@ wrong message type) raises :class:`BagError` with a one-line reason.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import struct
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,13 +41,30 @@ from rosbags.typesys.store import Typestore
 POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
 """Message type name (rosbags spelling) of the only type these bags carry for us."""
 
+def _storage_errors() -> tuple[type[BaseException], ...]:
+    """The exception bases of optional storage back ends (apsw for sqlite3, lz4, zstandard)."""
+    found: list[type[BaseException]] = []
+    optional = (("apsw", "Error"), ("lz4.frame", "LZ4FrameError"), ("zstandard", "ZstdError"))
+    for module, name in optional:
+        try:
+            found.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
 STORAGES = ("ros1", "sqlite3", "mcap")
 """Bag storages :func:`write_pointcloud_bag` can produce."""
+
+STORAGE_OF_SUFFIX = {".bag": "ros1", ".mcap": "mcap", ".db3": "sqlite3"}
+"""Output names that make :func:`write_pointcloud_bag` write one file of that storage."""
 
 DEFAULT_TOPIC = "/points_raw"
 DEFAULT_FRAME_ID = "velodyne"
 
 ROS2_SUFFIXES = (".db3", ".mcap")
+#: What a damaged bag raises while it is opened or read: the readers' own errors and whatever
+#: their storage back ends (sqlite3 / apsw, MCAP decompressors, struct) raise on bad bytes.
 _READ_ERRORS = (
     AnyReaderError,
     Ros1ReaderError,
@@ -56,6 +75,10 @@ _READ_ERRORS = (
     EOFError,
     KeyError,
     ValueError,
+    IndexError,
+    OSError,
+    RuntimeError,
+    *_storage_errors(),
 )
 
 # sensor_msgs/PointField datatype constants, keyed by NumPy dtype (little endian).
@@ -331,23 +354,40 @@ def write_pointcloud_bag(
     Each message's bag timestamp equals its header stamp.
 
     Args:
-        path: output ``.bag`` file (``storage="ros1"``) or ROS 2 bag directory; must not exist.
+        path: must not exist. What is written follows the name (see :func:`storage_file_suffix`):
+            ``OUT.bag`` a ROS 1 bag file; ``OUT.mcap`` or ``OUT.db3`` that one MCAP or sqlite3
+            file (what ``replay`` and ``ros2 bag play`` open; no ``metadata.yaml``); any other
+            name a ROS 2 bag directory (``metadata.yaml`` and the storage file).
         frames: iterable of (stamp in ns, structured array such as :func:`autoware_points`).
-        storage: ``ros1``, ``sqlite3`` or ``mcap``.
+        storage: ``ros1``, ``sqlite3`` or ``mcap``; must agree with a ``.bag``/``.mcap``/``.db3``
+            name.
         topic: topic name.
         frame_id: ``header.frame_id`` of every message.
 
     Raises:
-        BagError: unknown storage, or the path exists already.
+        BagError: unknown storage, a storage the name contradicts, or the path exists already.
     """
     path = Path(path)
     if storage not in STORAGES:
         raise BagError(f"unknown bag storage {storage!r}; choose one of {', '.join(STORAGES)}")
+    named = STORAGE_OF_SUFFIX.get(path.suffix)
+    if named is not None and named != storage:
+        raise BagError(f"{path}: a {path.suffix} name holds a {named} bag, not {storage}")
+    if storage == "ros1" and named is None:
+        raise BagError(f"{path}: a ROS 1 bag is a file whose name ends in .bag")
     if path.exists():
         raise BagError(f"{path} exists already; not overwriting")
     if storage == "ros1":
         return _write_ros1(path, frames, topic, frame_id)
-    return _write_ros2(path, frames, storage, topic, frame_id)
+    if named is None:
+        return _write_ros2(path, frames, storage, topic, frame_id)
+    # One storage file: write the bag directory beside it, keep only its storage file.
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as folder:
+        bag_dir = Path(folder) / path.stem
+        count = _write_ros2(bag_dir, frames, storage, topic, frame_id)
+        [written] = [p for p in bag_dir.iterdir() if p.suffix == path.suffix]
+        os.replace(written, path)
+    return count
 
 
 def _write_ros1(

@@ -1,0 +1,541 @@
+"""CDR bytes of the node's outputs, for ``Publisher.publish(bytes)``.
+
+rclpy publishes a ``bytes`` object as an already serialized message, which skips its conversion of
+a Python message into the C message (for a PointCloud2: an ``array.array`` copy of the payload,
+then a second copy into the C sequence). This module builds those bytes directly:
+
+- :func:`point_cloud_cdr`: sensor_msgs/PointCloud2 of a :class:`RawCloud`; the point payload is
+  copied once, into the returned ``bytes``.
+- :class:`MarkerEncoder`: the node's visualization_msgs/MarkerArray, the same markers as
+  :class:`~.markers.MarkerBuilder` (same order, ids, namespaces and values), built column-wise
+  with NumPy for all markers at once instead of one Python message per marker.
+
+Encoding (plain CDR, XCDR1): the encapsulation header ``00 01 00 00`` (little-endian), then every
+primitive aligned to its size relative to the first byte after that header; a string is a uint32
+length that counts its NUL terminator, its UTF-8 bytes and the NUL; a sequence is a uint32 count
+and its elements. Padding bytes are zero (Fast CDR leaves them as they were in its buffer, so
+``serialize_message`` output can differ from ours in padding bytes only).
+
+Message definitions differ between ROS 2 distributions (Marker gained texture, uv and mesh fields
+after Humble), so the marker layout is derived from the installed message classes, and both
+encoders are checked once per process against ``rclpy.serialization.serialize_message`` of an
+equivalent message. Where a check fails, :func:`publishable_cloud` and :meth:`MarkerEncoder.build`
+return message objects instead of bytes: never wrong bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from rclpy.serialization import deserialize_message, serialize_message
+from rosidl_parser import definition
+from sensor_msgs.msg import PointCloud2
+from std_msgs.msg import Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from ..core.cluster_stats import CLUSTER_DTYPE, cluster_rgb
+from ..pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud
+from .cloud_messages import cloud_to_message
+from .markers import (
+    BOX_ALPHA,
+    BOX_NAMESPACE,
+    LABEL_HEIGHT,
+    LABEL_NAMESPACE,
+    MIN_BOX_SIDE,
+    MarkerBuilder,
+)
+
+log = logging.getLogger(__name__)
+
+#: CDR encapsulation header: plain CDR, little-endian, no options.
+ENCAPSULATION = b"\x00\x01\x00\x00"
+
+#: rosidl basic type name -> its little-endian CDR representation (booleans as one byte 0 or 1).
+_BASIC_TYPES: dict[str, np.dtype] = {
+    name: np.dtype(code)
+    for names, code in (
+        (("boolean", "octet", "char", "uint8"), "u1"),
+        (("int8",), "i1"),
+        (("int16", "short"), "<i2"),
+        (("uint16", "unsigned short"), "<u2"),
+        (("int32", "long"), "<i4"),
+        (("uint32", "unsigned long"), "<u4"),
+        (("int64", "long long"), "<i8"),
+        (("uint64", "unsigned long long"), "<u8"),
+        (("float",), "<f4"),
+        (("double",), "<f8"),
+    )
+    for name in names
+}
+_UINT32 = np.dtype("<u4")
+
+
+class Stamp(Protocol):
+    """builtin_interfaces/Time, as far as the encoders read it."""
+
+    sec: int
+    nanosec: int
+
+
+class HeaderLike(Protocol):
+    """std_msgs/Header, as far as the encoders read it."""
+
+    stamp: Stamp
+    frame_id: str
+
+
+class UnsupportedLayout(ValueError):
+    """A message type has a member the column-wise encoder cannot write."""
+
+
+class _CdrWriter:
+    """Little-endian CDR of a few scalars and strings, aligned relative to the data start."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray(ENCAPSULATION)
+
+    @property
+    def position(self) -> int:
+        """Bytes written after the encapsulation header."""
+        return len(self._buffer) - len(ENCAPSULATION)
+
+    def pack(self, code: str, *values: int) -> None:
+        """``values`` as the struct ``code`` (one of ``?BiI``), aligned to its size."""
+        size = struct.calcsize(code)
+        self._buffer += bytes(-self.position % size)
+        self._buffer += struct.pack("<" + code * len(values), *values)
+
+    def string(self, text: str) -> None:
+        """A CDR string: uint32 length with the terminator, UTF-8 bytes, NUL."""
+        encoded = text.encode()
+        self.pack("I", len(encoded) + 1)
+        self._buffer += encoded + b"\0"
+
+    def header(self, header: HeaderLike) -> None:
+        """A std_msgs/Header."""
+        self.pack("i", header.stamp.sec)
+        self.pack("I", header.stamp.nanosec)
+        self.string(header.frame_id)
+
+    def value(self) -> bytes:
+        """Everything written, header included."""
+        return bytes(self._buffer)
+
+
+def point_cloud_cdr(cloud: RawCloud, header: HeaderLike) -> bytes:
+    """The serialized sensor_msgs/PointCloud2 of ``cloud`` with ``header``.
+
+    The same message as :func:`~.cloud_messages.cloud_to_message` (all of ``cloud.data`` is the
+    payload); the payload, which must be C-contiguous, is copied once, into the result. No check
+    against the installed message definition: publish through :func:`publishable_cloud`.
+    """
+    payload = memoryview(cloud.data).cast("B")
+    writer = _CdrWriter()
+    writer.header(header)
+    writer.pack("I", cloud.height, cloud.width, len(cloud.fields))
+    for field in cloud.fields:
+        writer.string(field.name)
+        writer.pack("I", field.offset)
+        writer.pack("B", field.datatype)
+        writer.pack("I", field.count)
+    writer.pack("?", cloud.is_bigendian)
+    writer.pack("I", cloud.point_step, cloud.row_step, payload.nbytes)
+    return b"".join((writer.value(), payload, b"\x01" if cloud.is_dense else b"\x00"))
+
+
+def publishable_cloud(cloud: RawCloud, header: Header) -> bytes | PointCloud2:
+    """What to pass to ``publish`` for ``cloud``: its CDR bytes where :func:`point_cloud_cdr`
+    matches this ROS 2 installation, else the message object."""
+    if _cloud_encoding_verified():
+        return point_cloud_cdr(cloud, header)
+    return cloud_to_message(cloud, header)
+
+
+class MarkerEncoder:
+    """The node's markers as CDR bytes: a drop-in for :class:`~.markers.MarkerBuilder`.
+
+    :meth:`build` returns the bytes of the MarkerArray that ``MarkerBuilder.build`` returns for the
+    same table, header and previous frame: per cluster (in table order) a translucent CUBE in
+    ``cluster_boxes`` and a TEXT_VIEW_FACING label ``"id (num_points)"`` in ``cluster_ids``, with
+    marker id = cluster id, then a DELETE in both namespaces for every id from this frame's cluster
+    count up to the previous frame's. Where the encoding does not match this ROS 2 installation,
+    it builds the message objects with a MarkerBuilder instead (see :attr:`serializes`).
+    """
+
+    def __init__(self) -> None:
+        self._codec = _verified_marker_codec()
+        self._fallback = None if self._codec is not None else MarkerBuilder()
+        self._previous = 0
+
+    @property
+    def serializes(self) -> bool:
+        """True when :meth:`build` returns CDR bytes, False when it returns MarkerArray objects."""
+        return self._codec is not None
+
+    def forget(self) -> None:
+        """Forget the previous frame's markers (when nobody received them, none need deleting)."""
+        self._previous = 0
+        if self._fallback is not None:
+            self._fallback.forget()
+
+    def build(self, table: np.ndarray, header: Header) -> bytes | MarkerArray:
+        """The markers of the cluster rows ``table`` (see :func:`~..cluster_stats.cluster_table`)."""
+        if self._codec is None:
+            return self._fallback.build(table, header)  # type: ignore[union-attr]
+        data = marker_array_cdr(self._codec, table, header, self._previous)
+        self._previous = len(table)
+        return data
+
+
+class RowCodec:
+    """CDR of consecutive messages of one type, built column-wise with NumPy.
+
+    The member layout comes from the installed message class (``SLOT_TYPES`` and
+    ``get_fields_and_field_types``, nested messages included): numbers, fixed-size arrays of
+    numbers and strings can be set per message through dotted paths such as
+    ``"pose.position.x"``; sequences must stay empty; every member not set keeps the value of a
+    default-constructed message.
+
+    Because strings have per-message lengths, each message's start has its own alignment; one
+    row per message is laid out at the widest padding and string lengths of the batch, and a
+    byte mask then drops, per row, what it does not use.
+    """
+
+    def __init__(self, message_class: type) -> None:
+        """Raises:
+        UnsupportedLayout: a member is a wide string, a non-empty default sequence, or an
+            array of anything but numbers.
+        """
+        self.message_class = message_class
+        self._leaves = _leaves(message_class, "", message_class())
+        self._settable = {leaf.path for leaf in self._leaves if leaf.kind != "sequence"}
+        self._first_align = self._leaves[0].dtype.itemsize
+        self._max_align = max(leaf.dtype.itemsize for leaf in self._leaves)
+
+    def encode(self, rows: int, columns: Mapping[str, Any], start: int) -> np.ndarray:
+        """The bytes of ``rows`` messages, the first one at ``start`` bytes after the header.
+
+        Args:
+            rows: how many messages.
+            columns: dotted member path -> one value for every message or a (rows,) array;
+                strings as ``bytes`` or a NumPy ``S`` array.
+            start: stream position (after the encapsulation header) of the first message.
+
+        Returns:
+            A uint8 array; the message after the last one starts at ``start + len(result)``.
+        """
+        unknown = set(columns) - self._settable
+        if unknown:
+            raise ValueError(f"not settable members: {sorted(unknown)}")
+        if rows == 0:
+            return np.empty(0, dtype=np.uint8)
+        lengths = {
+            leaf.path: _string_lengths(columns.get(leaf.path, leaf.default))
+            for leaf in self._leaves
+            if leaf.kind == "string"
+        }
+        starts = self._row_phases(rows, lengths, start)
+        return self._rows(rows, columns, lengths, starts)
+
+    def _end(self, position: int | np.ndarray, lengths: Mapping[str, Any]) -> int | np.ndarray:
+        """Where a message starting at ``position`` ends (alignment counted from ``position``)."""
+        for leaf in self._leaves:
+            size = leaf.dtype.itemsize
+            position = position + (-position) % size + size * leaf.count
+            if leaf.kind == "string":
+                position = position + lengths[leaf.path]
+        return position
+
+    def _row_phases(self, rows: int, lengths: Mapping[str, Any], start: int) -> np.ndarray:
+        """Each message's start (the previous one's end) modulo the largest alignment.
+
+        A message's end depends on where it starts only modulo the largest alignment ``M``, and
+        its first member aligns the start to ``a``, so its end is known for each start in
+        ``range(0, M, a)``. Once a message contains an ``M``-aligned member after its last string,
+        the end no longer depends on the start, and the chain is vectorised.
+        """
+        big, first = self._max_align, self._first_align
+        phases = range(0, big, first)
+        ends = np.stack([np.broadcast_to(self._end(q, lengths), (rows,)) for q in phases])
+        following = (ends + (-ends) % first) % big  # aligned start of the next message
+        chosen = np.empty(rows, dtype=np.int64)  # aligned start of each message, modulo M
+        chosen[0] = (start + (-start) % first) % big
+        if (following == following[0]).all():
+            chosen[1:] = following[0, :-1]
+        else:
+            for row in range(1, rows):
+                chosen[row] = following[chosen[row - 1] // first, row - 1]
+        starts = np.empty(rows, dtype=np.int64)
+        starts[0] = start % big
+        starts[1:] = ends[chosen[:-1] // first, np.arange(rows - 1)] % big
+        return starts
+
+    def _rows(
+        self, rows: int, columns: Mapping[str, Any], lengths: Mapping[str, Any], starts: np.ndarray
+    ) -> np.ndarray:
+        """Lay the messages out as equal rows, fill them, and drop each row's unused bytes."""
+        layout = _RowLayout(self._max_align, starts)
+        for leaf in self._leaves:
+            layout.align(leaf.dtype.itemsize)
+            if leaf.kind == "string":
+                layout.place(f"{leaf.path}#length", _UINT32, 1, lengths[leaf.path])
+                layout.place_string(leaf.path, columns.get(leaf.path, leaf.default), lengths[leaf.path])
+            else:
+                layout.place(leaf.path, leaf.dtype, leaf.count, columns.get(leaf.path, leaf.default))
+        return layout.fill(rows)
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """A primitive member: a number (or fixed array), a string, or an empty sequence's count."""
+
+    path: str
+    kind: str  # "number", "string" or "sequence"
+    dtype: np.dtype  # of one number; uint32 for the length of a string or a sequence
+    count: int
+    default: Any
+
+
+def _leaves(message_class: type, prefix: str, instance: Any) -> list[_Leaf]:
+    """The primitive members of ``message_class`` in CDR order, defaults from ``instance``."""
+    leaves = []
+    names = message_class.get_fields_and_field_types()  # type: ignore[attr-defined]
+    for name, slot in zip(names, message_class.SLOT_TYPES, strict=True):  # type: ignore[attr-defined]
+        path, value = prefix + name, getattr(instance, name)
+        if isinstance(slot, definition.BasicType) and slot.typename in _BASIC_TYPES:
+            leaves.append(_Leaf(path, "number", _BASIC_TYPES[slot.typename], 1, value))
+        elif isinstance(slot, definition.AbstractString):
+            leaves.append(_Leaf(path, "string", _UINT32, 1, value.encode()))
+        elif isinstance(slot, definition.NamespacedType):
+            nested = getattr(importlib.import_module(".".join(slot.namespaces)), slot.name)
+            leaves.extend(_leaves(nested, f"{path}.", value))
+        elif isinstance(slot, definition.AbstractSequence) and len(value) == 0:
+            leaves.append(_Leaf(path, "sequence", _UINT32, 1, 0))
+        elif (
+            isinstance(slot, definition.Array)
+            and isinstance(slot.value_type, definition.BasicType)
+            and slot.value_type.typename in _BASIC_TYPES
+        ):
+            dtype = _BASIC_TYPES[slot.value_type.typename]
+            leaves.append(_Leaf(path, "number", dtype, slot.size, np.asarray(value, dtype)))
+        else:
+            raise UnsupportedLayout(f"{message_class.__name__}.{name}: {type(slot).__name__}")
+    return leaves
+
+
+def _string_lengths(value: bytes | np.ndarray) -> int | np.ndarray:
+    """Encoded sizes (bytes plus the NUL) of one string or an ``S`` array of them."""
+    if isinstance(value, bytes):
+        return len(value) + 1
+    return np.char.str_len(value).astype(np.int64) + 1
+
+
+def _uniform(value: int | np.ndarray) -> int | np.ndarray:
+    """``value`` as an int when every row has the same one."""
+    if isinstance(value, np.ndarray) and (value == value[0]).all():
+        return int(value[0])
+    return value
+
+
+class _RowLayout:
+    """Columns of the widest row, the values to write there, and the per-row byte mask."""
+
+    def __init__(self, max_align: int, starts: np.ndarray) -> None:
+        self._max_align = max_align
+        self._position: int | np.ndarray = _uniform(starts)  # per row, modulo max_align
+        self._width = 0
+        self._fields: dict[str, tuple[np.dtype | tuple[np.dtype, tuple[int]], int]] = {}
+        self._values: dict[str, Any] = {}
+        self._gaps: list[tuple[int, int, np.ndarray]] = []  # (column, width, bytes kept per row)
+
+    def align(self, size: int) -> None:
+        """Zero padding up to the next multiple of ``size`` in each row."""
+        self._skip(_uniform((-self._position) % size))
+
+    def place(self, name: str, dtype: np.dtype, count: int, value: Any) -> None:
+        """A number (or fixed array of ``count``) here, aligned already."""
+        self._fields[name] = (dtype if count == 1 else (dtype, (count,)), self._width)
+        if np.any(value != 0):  # rows start zeroed
+            self._values[name] = value
+        self._width += dtype.itemsize * count
+        self._advance(dtype.itemsize * count)
+
+    def place_string(self, name: str, value: bytes | np.ndarray, lengths: int | np.ndarray) -> None:
+        """A string's bytes and NUL here (its length is placed before)."""
+        lengths = _uniform(lengths)
+        width = int(np.max(lengths))
+        self._fields[name] = (np.dtype(f"S{width}"), self._width)
+        self._values[name] = value
+        self._skip(lengths)
+
+    def _skip(self, size: int | np.ndarray) -> None:
+        """``size`` bytes (per row) kept from here; rows that keep fewer get a gap."""
+        if isinstance(size, np.ndarray):
+            width = int(size.max())
+            self._gaps.append((self._width, width, size))
+        else:
+            width = size
+        self._width += width
+        self._advance(size)
+
+    def _advance(self, size: int | np.ndarray) -> None:
+        position = (self._position + size) % self._max_align
+        self._position = _uniform(position) if isinstance(position, np.ndarray) else position
+
+    def fill(self, rows: int) -> np.ndarray:
+        """Write the values into ``rows`` rows and return their used bytes, row after row."""
+        names = list(self._fields)
+        dtype = np.dtype(
+            {
+                "names": names,
+                "formats": [self._fields[name][0] for name in names],
+                "offsets": [self._fields[name][1] for name in names],
+                "itemsize": self._width,
+            }
+        )
+        table = np.zeros(rows, dtype=dtype)
+        for name, value in self._values.items():
+            table[name] = value
+        data = table.view(np.uint8).reshape(rows, self._width)
+        if not self._gaps:
+            return data.reshape(-1)
+        keep = np.ones((rows, self._width), dtype=bool)
+        for column, width, kept in self._gaps:
+            keep[:, column : column + width] = np.arange(width) < kept[:, None]
+        return data[keep]
+
+
+def marker_array_cdr(
+    codec: RowCodec, table: np.ndarray, header: HeaderLike, previous: int
+) -> bytes:
+    """The serialized MarkerArray of ``MarkerBuilder.build(table, header)`` after a frame of
+    ``previous`` clusters, with ``codec`` a :class:`RowCodec` of Marker (unchecked here: use
+    :class:`MarkerEncoder`)."""
+    count = len(table)
+    stale = max(previous - count, 0)
+    rows = 2 * (count + stale)
+    ids = np.concatenate(
+        (table["cluster_id"].astype(np.int32), np.arange(count, count + stale, dtype=np.int32))
+    )
+
+    def pairs(box: Any, label: Any, dtype: Any = np.float64) -> np.ndarray:
+        """Per row: ``box`` on even rows, ``label`` on odd rows, 0 on DELETE rows."""
+        values = np.zeros(rows, dtype=dtype)
+        values[0 : 2 * count : 2] = box
+        values[1 : 2 * count : 2] = label
+        return values
+
+    low = {axis: table[f"min_{axis}"].astype(np.float64) for axis in "xyz"}
+    high = {axis: table[f"max_{axis}"].astype(np.float64) for axis in "xyz"}
+    colours = cluster_rgb(table["cluster_id"]) / 255.0
+    texts = np.zeros(rows, dtype=object)
+    texts[:] = b""
+    texts[1 : 2 * count : 2] = [
+        b"%d (%d)" % pair
+        for pair in zip(table["cluster_id"].tolist(), table["num_points"].tolist(), strict=True)
+    ]
+    columns: dict[str, Any] = {
+        "header.stamp.sec": header.stamp.sec,
+        "header.stamp.nanosec": header.stamp.nanosec,
+        "header.frame_id": header.frame_id.encode(),
+        "ns": np.tile(np.array([BOX_NAMESPACE.encode(), LABEL_NAMESPACE.encode()]), count + stale),
+        "id": np.repeat(ids, 2),
+        "type": pairs(Marker.CUBE, Marker.TEXT_VIEW_FACING, np.int32),
+        "action": np.where(np.arange(rows) < 2 * count, Marker.ADD, Marker.DELETE),
+        "pose.position.x": pairs((low["x"] + high["x"]) / 2.0, table["x"]),
+        "pose.position.y": pairs((low["y"] + high["y"]) / 2.0, table["y"]),
+        "pose.position.z": pairs(
+            (low["z"] + high["z"]) / 2.0, high["z"] + LABEL_HEIGHT
+        ),
+        "scale.x": pairs(np.maximum(high["x"] - low["x"], MIN_BOX_SIDE), 0.0),
+        "scale.y": pairs(np.maximum(high["y"] - low["y"], MIN_BOX_SIDE), 0.0),
+        "scale.z": pairs(np.maximum(high["z"] - low["z"], MIN_BOX_SIDE), LABEL_HEIGHT),
+        "color.r": pairs(colours[:, 0], 1.0, np.float32),
+        "color.g": pairs(colours[:, 1], 1.0, np.float32),
+        "color.b": pairs(colours[:, 2], 1.0, np.float32),
+        "color.a": pairs(BOX_ALPHA, 1.0, np.float32),
+        "text": texts.astype(bytes),
+    }
+    writer = _CdrWriter()
+    writer.pack("I", rows)
+    return b"".join((writer.value(), codec.encode(rows, columns, writer.position)))
+
+
+def same_serialization(data: bytes, message: Any) -> bool:
+    """Whether ``data`` is ``serialize_message(message)`` but for zero padding bytes.
+
+    Fast CDR leaves padding bytes as it finds them, so those may differ; the rest must be equal,
+    and ``data`` must deserialize to ``message``.
+    """
+    reference = np.frombuffer(serialize_message(message), dtype=np.uint8)
+    ours = np.frombuffer(data, dtype=np.uint8)
+    if ours.shape != reference.shape or ours[ours != reference].any():
+        return False
+    return deserialize_message(data, type(message)) == message
+
+
+@functools.cache
+def _cloud_encoding_verified() -> bool:
+    """Whether :func:`point_cloud_cdr` matches rclpy's serialization of a sample cloud."""
+    sample = RawCloud(
+        fields=(Field("x", 0, FLOAT32), Field("flags", 4, UINT8, 3)),
+        height=2,
+        width=1,
+        point_step=8,
+        row_step=8,
+        data=bytes(range(1, 17)),
+        is_bigendian=True,
+        is_dense=True,
+    )
+    header = Header(frame_id="lidar")
+    header.stamp.sec, header.stamp.nanosec = 7, 9
+    verified = same_serialization(point_cloud_cdr(sample, header), cloud_to_message(sample, header))
+    if not verified:
+        log.warning("PointCloud2 CDR encoding does not match this ROS 2: publishing messages")
+    return verified
+
+
+@functools.cache
+def _verified_marker_codec() -> RowCodec | None:
+    """A Marker :class:`RowCodec` that reproduces MarkerBuilder on a sample, or None."""
+    if MarkerArray.get_fields_and_field_types() != {"markers": "sequence<visualization_msgs/Marker>"}:
+        log.warning("unexpected MarkerArray definition: publishing marker messages")
+        return None
+    try:
+        codec = RowCodec(Marker)
+    except UnsupportedLayout as error:
+        log.warning("Marker cannot be encoded column-wise (%s): publishing messages", error)
+        return None
+    header = Header(frame_id="lidar")
+    header.stamp.sec, header.stamp.nanosec = 12, 345
+    builder = MarkerBuilder()
+    previous = 0
+    for clusters in (14, 11, 0, 3):  # labels of 5 to 13 bytes; deletes after and alone
+        table = _sample_table(clusters)
+        expected = builder.build(table, header)
+        if not same_serialization(marker_array_cdr(codec, table, header, previous), expected):
+            log.warning("Marker CDR encoding does not match this ROS 2: publishing messages")
+            return None
+        previous = clusters
+    return codec
+
+
+def _sample_table(clusters: int) -> np.ndarray:
+    """A cluster table with varied sizes, positions and point counts (1 to 10**6 points)."""
+    table = np.zeros(clusters, dtype=CLUSTER_DTYPE)
+    table["cluster_id"] = np.arange(clusters)
+    table["num_points"] = 10 ** (np.arange(clusters) % 7)
+    for offset, axis in enumerate("xyz"):
+        centre = np.linspace(-20.0, 30.0, clusters) + offset
+        half = np.arange(clusters) * 0.25
+        table[axis] = centre
+        table[f"min_{axis}"] = centre - half
+        table[f"max_{axis}"] = centre + half
+    return table
