@@ -103,7 +103,8 @@ def as_points(points: Any) -> Any:
         raise ValueError(f"points must be an (N, 3) array of x, y, z; got shape {points.shape}")
     if points.dtype.kind not in "fiu":
         raise ValueError(f"points must be numeric; got dtype {points.dtype}")
-    return xp.ascontiguousarray(points, dtype=xp.float32)
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, i.e. non-finite, label -1
+        return xp.ascontiguousarray(points, dtype=xp.float32)
 
 
 class EuclideanClusterer:

@@ -106,6 +106,13 @@ def test_empty_cloud():
          "unsupported", "unknown datatype 99"),
         ({"fields": (*XYZ_FIELDS, pc.Field("x", 4, 7))}, "malformed",
          "duplicate field names ['x']"),
+        ({"fields": (*XYZ_FIELDS, pc.Field("intensity", 12, 7))}, "malformed",
+         "field intensity (offset 12, 4 bytes) does not fit in point_step 12"),
+        ({"fields": (*XYZ_FIELDS, pc.Field("ring", 11, 4))}, "malformed",
+         "field ring (offset 11, 2 bytes) does not fit"),
+        ({"fields": (*XYZ_FIELDS, pc.Field("t", -2, 2))}, "malformed", "field t (offset -2"),
+        ({"fields": (*XYZ_FIELDS, pc.Field("flags", 0, 1, 0))}, "unsupported",
+         "field flags has count 0"),
     ],
 )  # fmt: skip
 def test_bad_clouds_are_rejected_with_reasons(change, kind, words):

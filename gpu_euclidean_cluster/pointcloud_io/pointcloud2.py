@@ -128,6 +128,26 @@ def check_layout(cloud: RawCloud) -> None:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise PointCloud2Error("malformed", f"duplicate field names {duplicates}")
+    for field in cloud.fields:
+        _check_field(cloud, field)
+
+
+def _check_field(cloud: RawCloud, field: Field) -> None:
+    """Every field has a known datatype and lies inside ``point_step`` (the output copies it)."""
+    base = DATATYPES.get(field.datatype)
+    if base is None:
+        raise PointCloud2Error(
+            "unsupported", f"field {field.name} has unknown datatype {field.datatype}"
+        )
+    if field.count < 1:
+        raise PointCloud2Error("unsupported", f"field {field.name} has count {field.count}")
+    size = base.itemsize * field.count
+    if field.offset < 0 or field.offset + size > cloud.point_step:
+        raise PointCloud2Error(
+            "malformed",
+            f"field {field.name} (offset {field.offset}, {size} bytes) does not fit in "
+            f"point_step {cloud.point_step}",
+        )
 
 
 def point_bytes(cloud: RawCloud) -> np.ndarray:
@@ -289,20 +309,11 @@ def _packed_float32_xyz(cloud: RawCloud) -> int | None:
 
 
 def _decode(points: np.ndarray, cloud: RawCloud, field: Field) -> np.ndarray:
-    base = DATATYPES.get(field.datatype)
-    if base is None:
-        raise PointCloud2Error(
-            "unsupported", f"field {field.name} has unknown datatype {field.datatype}"
-        )
-    if field.count < 1:
-        raise PointCloud2Error("unsupported", f"field {field.name} has count {field.count}")
+    """One field's values; ``points`` came from :func:`point_bytes`, which checked the layout."""
+    base = DATATYPES.get(field.datatype, DATATYPES[UINT8])  # known unless the cloud is empty
+    if points.shape[0] == 0:  # an empty cloud's layout is not checked: nothing to read
+        return np.empty((0,) if field.count == 1 else (0, max(field.count, 0)), dtype=base)
     size = base.itemsize * field.count
-    if field.offset < 0 or field.offset + size > cloud.point_step:
-        raise PointCloud2Error(
-            "malformed",
-            f"field {field.name} (offset {field.offset}, {size} bytes) does not fit in "
-            f"point_step {cloud.point_step}",
-        )
     raw = np.ascontiguousarray(points[:, field.offset : field.offset + size])
     values = raw.view(_ordered(base, cloud.is_bigendian)).astype(base, copy=False)
     return values.reshape(-1) if field.count == 1 else values.reshape(-1, field.count)

@@ -18,8 +18,14 @@ def diagnostics_message(
     backend: str,
     device: str,
     stamp: Time,
+    warn_share: float,
 ) -> DiagnosticArray:
-    """One status named ``name``: WARN when frames were rejected or fell back since ``previous``.
+    """One status named ``name`` about the window since ``previous``.
+
+    ERROR when frames failed in the window and none was published; WARN when more than
+    ``warn_share`` of the frames received in the window were dropped or rejected, when any fell
+    back to the CPU, or when points were excluded as implausible; OK otherwise. The message names
+    the latest reason of each problem.
 
     Args:
         name: status name, conventionally ``<node name>: <what>``.
@@ -27,8 +33,9 @@ def diagnostics_message(
         previous: the counters at the last report (None for the first).
         backend, device: the backend frames run on and the GPU's name (or ``cpu``).
         stamp: the report time.
+        warn_share: the share of lost frames (dropped or rejected) that raises WARN.
     """
-    level, message = _level(snapshot, previous)
+    level, message = window_level(snapshot, previous, warn_share)
     values = {
         "backend": backend,
         "device": device,
@@ -43,6 +50,8 @@ def diagnostics_message(
         "last_rejection": snapshot.last_rejection,
         "cpu_fallbacks": str(snapshot.fallbacks),
         "last_fallback": snapshot.last_fallback,
+        "implausible_points": str(snapshot.implausible_points),
+        "last_implausible": snapshot.last_implausible,
     }
     status = DiagnosticStatus(
         level=level,
@@ -54,19 +63,35 @@ def diagnostics_message(
     return DiagnosticArray(header=Header(stamp=stamp), status=[status])
 
 
-def _level(snapshot: StatsSnapshot, previous: StatsSnapshot | None) -> tuple[bytes, str]:
-    rejected = snapshot.total_rejected - (previous.total_rejected if previous else 0)
-    fallbacks = snapshot.fallbacks - (previous.fallbacks if previous else 0)
+def window_level(
+    snapshot: StatsSnapshot, previous: StatsSnapshot | None, warn_share: float
+) -> tuple[bytes, str]:
+    """``(level, message)`` of the window between ``previous`` and ``snapshot``."""
+
+    def since(field: str) -> int:
+        now = getattr(snapshot, field)
+        return now - (getattr(previous, field) if previous else 0)
+
+    received, processed, dropped = since("received"), since("processed"), since("dropped")
+    rejected, fallbacks = since("total_rejected"), since("fallbacks")
+    implausible = since("implausible_points")
     problems = []
     if rejected:
         problems.append(f"{rejected} frame(s) rejected: {snapshot.last_rejection}")
+    if dropped:
+        problems.append(f"{dropped} of {received} frame(s) dropped (processing slower than input)")
     if fallbacks:
         problems.append(f"{fallbacks} frame(s) fell back to the CPU: {snapshot.last_fallback}")
-    if problems:
+    if implausible:
+        problems.append(f"{implausible} point(s) excluded: {snapshot.last_implausible}")
+    if rejected and not processed:
+        return DiagnosticStatus.ERROR, "every frame failed; " + "; ".join(problems)
+    lost_share = (dropped + rejected) / received if received else 0.0
+    if lost_share > warn_share or fallbacks or implausible:
         return DiagnosticStatus.WARN, "; ".join(problems)
     if snapshot.received == 0:
         return DiagnosticStatus.OK, "waiting for input"
-    return DiagnosticStatus.OK, "clustering"
+    return DiagnosticStatus.OK, "; ".join(["clustering", *problems])
 
 
 def _milliseconds(value: float) -> str:

@@ -40,6 +40,8 @@ class FrameOutput:
         table: the same cluster rows as a NumPy structured array.
         result: the clustering result (labels, sizes, timings, backend that ran).
         fallback_reason: why this frame ran on the CPU instead of the GPU, or None.
+        implausible_points: finite points not clustered because a coordinate exceeded
+            ``max_coordinate``.
     """
 
     labeled: RawCloud
@@ -47,6 +49,7 @@ class FrameOutput:
     table: np.ndarray
     result: ClusterResult
     fallback_reason: str | None = None
+    implausible_points: int = 0
 
 
 class FrameProcessor:
@@ -90,7 +93,10 @@ class FrameProcessor:
             PointCloud2Error: the cloud cannot be decoded (missing x/y/z, malformed layout).
         """
         xyz = read_xyz(cloud)
-        mask = clip_mask(xyz, settings) if settings.clips else None
+        with np.errstate(invalid="ignore"):
+            plausible = (np.abs(xyz) <= settings.max_coordinate).all(axis=1)  # NaN: False
+        implausible = int(np.count_nonzero(~plausible & np.isfinite(xyz).all(axis=1)))
+        mask = clip_mask(xyz, settings) & plausible if settings.clips else plausible
         points = xyz if settings.use_height else _flatten(xyz)
         result, fallback_reason = self._cluster(points, mask, settings.cluster)
         labels = np.asarray(result.labels, dtype=np.int32)
@@ -102,6 +108,7 @@ class FrameProcessor:
             table=table,
             result=result,
             fallback_reason=fallback_reason,
+            implausible_points=implausible,
         )
 
     def _cluster(

@@ -32,6 +32,9 @@ class StatsSnapshot:
         dropped: frames overwritten by a newer one before the worker took them.
         rejected: rejected frames per kind (``malformed``, ``missing_fields``, ...).
         fallbacks: frames that ran on the CPU because the GPU ran out of memory.
+        implausible_points: finite points excluded because a coordinate exceeded the node's
+            ``max_coordinate`` (sensor glitches, bad transforms, wrong byte order).
+        last_implausible: what the latest such exclusion was ('' if none).
         last_rejection: the reason of the latest rejection ('' if none).
         last_fallback: the reason of the latest fallback ('' if none).
         input_rate_hz: arrival rate over the last :data:`RATE_WINDOW` frames that arrived within
@@ -44,6 +47,8 @@ class StatsSnapshot:
     dropped: int
     rejected: dict[str, int]
     fallbacks: int
+    implausible_points: int
+    last_implausible: str
     last_rejection: str
     last_fallback: str
     input_rate_hz: float
@@ -68,6 +73,8 @@ class FrameStats:
         self._dropped = 0
         self._rejected: Counter[str] = Counter()
         self._fallbacks = 0
+        self._implausible_points = 0
+        self._last_implausible = ""
         self._last_rejection = ""
         self._last_fallback = ""
 
@@ -94,6 +101,12 @@ class FrameStats:
             self._fallbacks += 1
             self._last_fallback = reason
 
+    def excluded_implausible(self, count: int, reason: str) -> None:
+        """``count`` points of a frame were excluded as implausible (``reason`` kept)."""
+        with self._lock:
+            self._implausible_points += count
+            self._last_implausible = reason
+
     def published(self, latency_s: float) -> None:
         """A frame was published ``latency_s`` seconds after it was received."""
         with self._lock:
@@ -113,6 +126,8 @@ class FrameStats:
                 dropped=self._dropped,
                 rejected=dict(self._rejected),
                 fallbacks=self._fallbacks,
+                implausible_points=self._implausible_points,
+                last_implausible=self._last_implausible,
                 last_rejection=self._last_rejection,
                 last_fallback=self._last_fallback,
                 input_rate_hz=_rate([t for t in arrivals if t > now - RATE_HORIZON_S]),

@@ -191,6 +191,12 @@ class EuclideanClusterNode(Node):
         except Exception as error:  # a frame must never kill the node
             self._reject("processing_error", f"{type(error).__name__}: {error}")
             return
+        if output.implausible_points:
+            self._stats.excluded_implausible(
+                output.implausible_points,
+                f"{output.implausible_points} point(s) beyond max_coordinate "
+                f"{self._settings.max_coordinate:g} m in the last such frame",
+            )
         if output.fallback_reason:
             self._stats.fell_back(output.fallback_reason)
             self.get_logger().warning(
@@ -227,6 +233,7 @@ class EuclideanClusterNode(Node):
                 self._processor.backend_name,
                 self._processor.device,
                 self.get_clock().now().to_msg(),
+                self._settings.diagnostics_warn_share,
             )
         )
         self._reported = snapshot

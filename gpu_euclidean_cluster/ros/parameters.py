@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..core import config
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
+from .settings import DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,20 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         math.inf,
         "Points above this height (m, input frame) are not clustered; .inf = no limit.",
         bounds=(-math.inf, math.inf),
+    ),
+    ParameterSpec(
+        "max_coordinate",
+        MAX_COORDINATE,
+        "Points with |x|, |y| or |z| above this (m) are implausible (sensor glitch, bad "
+        "transform, wrong byte order): not clustered (cluster_id -1), counted in /diagnostics.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "diagnostics_warn_share",
+        DIAGNOSTICS_WARN_SHARE,
+        "/diagnostics turns WARN when more than this share of the frames of its window were "
+        "dropped or rejected (ERROR when every frame failed).",
+        bounds=(0.0, 1.0),
     ),
     ParameterSpec(
         "backend",

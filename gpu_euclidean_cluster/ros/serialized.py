@@ -91,7 +91,7 @@ class HeaderLike(Protocol):
     frame_id: str
 
 
-class UnsupportedLayout(ValueError):
+class UnsupportedLayoutError(ValueError):
     """A message type has a member the column-wise encoder cannot write."""
 
 
@@ -186,7 +186,7 @@ class MarkerEncoder:
             self._fallback.forget()
 
     def build(self, table: np.ndarray, header: Header) -> bytes | MarkerArray:
-        """The markers of the cluster rows ``table`` (see :func:`~..cluster_stats.cluster_table`)."""
+        """The markers of the cluster rows ``table`` (see ``cluster_stats.cluster_table``)."""
         if self._codec is None:
             return self._fallback.build(table, header)  # type: ignore[union-attr]
         data = marker_array_cdr(self._codec, table, header, self._previous)
@@ -195,7 +195,7 @@ class MarkerEncoder:
 
 
 class RowCodec:
-    """CDR of consecutive messages of one type, built column-wise with NumPy.
+    """CDR of consecutive messages of one type, built member by member for all of them at once.
 
     The member layout comes from the installed message class (``SLOT_TYPES`` and
     ``get_fields_and_field_types``, nested messages included): numbers, fixed-size arrays of
@@ -203,14 +203,14 @@ class RowCodec:
     ``"pose.position.x"``; sequences must stay empty; every member not set keeps the value of a
     default-constructed message.
 
-    Because strings have per-message lengths, each message's start has its own alignment; one
-    row per message is laid out at the widest padding and string lengths of the batch, and a
-    byte mask then drops, per row, what it does not use.
+    Strings have per-message lengths, so each message has its own start and alignment padding.
+    The starts come first (:meth:`_row_starts`), then every member is written into a zeroed
+    buffer at its per-message positions with one NumPy scatter for all messages.
     """
 
     def __init__(self, message_class: type) -> None:
         """Raises:
-        UnsupportedLayout: a member is a wide string, a non-empty default sequence, or an
+        UnsupportedLayoutError: a member is a wide string, a non-empty default sequence, or an
             array of anything but numbers.
         """
         self.message_class = message_class
@@ -236,60 +236,67 @@ class RowCodec:
             raise ValueError(f"not settable members: {sorted(unknown)}")
         if rows == 0:
             return np.empty(0, dtype=np.uint8)
+        values = {leaf.path: columns.get(leaf.path, leaf.default) for leaf in self._leaves}
         lengths = {
-            leaf.path: _string_lengths(columns.get(leaf.path, leaf.default))
+            leaf.path: _string_lengths(values[leaf.path])
             for leaf in self._leaves
             if leaf.kind == "string"
         }
-        starts = self._row_phases(rows, lengths, start)
-        return self._rows(rows, columns, lengths, starts)
-
-    def _end(self, position: int | np.ndarray, lengths: Mapping[str, Any]) -> int | np.ndarray:
-        """Where a message starting at ``position`` ends (alignment counted from ``position``)."""
+        starts = self._row_starts(rows, lengths, start)
+        end = int(starts[-1])
+        # Indexed by stream position; whole 8-byte words, so that it views as any number type
+        # with every aligned member at an element boundary.
+        stream = np.zeros(-(-end // 8), dtype=np.uint64).view(np.uint8)
+        position = starts[:-1]
         for leaf in self._leaves:
             size = leaf.dtype.itemsize
-            position = position + (-position) % size + size * leaf.count
-            if leaf.kind == "string":
+            if size > 1:
+                position = position + (-position) % size
+            if leaf.kind == "number":
+                _scatter_numbers(stream, position, leaf, values[leaf.path])
+                position = position + size * leaf.count
+            elif leaf.kind == "string":
+                _scatter_numbers(stream, position, leaf, lengths[leaf.path])
+                position = position + size
+                _scatter_string(stream, position, values[leaf.path], lengths[leaf.path])
                 position = position + lengths[leaf.path]
-        return position
+            else:  # an empty sequence: its count, 0, is already there
+                position = position + size
+        return stream[start:end]
 
-    def _row_phases(self, rows: int, lengths: Mapping[str, Any], start: int) -> np.ndarray:
-        """Each message's start (the previous one's end) modulo the largest alignment.
+    def _row_starts(self, rows: int, lengths: Mapping[str, Any], start: int) -> np.ndarray:
+        """Stream positions where each message begins (before its first member's alignment),
+        and, last, where the one after them would begin.
 
-        A message's end depends on where it starts only modulo the largest alignment ``M``, and
-        its first member aligns the start to ``a``, so its end is known for each start in
-        ``range(0, M, a)``. Once a message contains an ``M``-aligned member after its last string,
-        the end no longer depends on the start, and the chain is vectorised.
+        A message's layout depends on where it starts only modulo the largest alignment ``M``,
+        and its first member aligns the start to ``a``: the size is known for each aligned start
+        in ``range(0, M, a)``. Which one applies follows from the message before; once a message
+        has an ``M``-aligned member after its last string, its end no longer depends on its
+        start, and the chain is vectorised.
         """
         big, first = self._max_align, self._first_align
-        phases = range(0, big, first)
-        ends = np.stack([np.broadcast_to(self._end(q, lengths), (rows,)) for q in phases])
-        following = (ends + (-ends) % first) % big  # aligned start of the next message
-        chosen = np.empty(rows, dtype=np.int64)  # aligned start of each message, modulo M
-        chosen[0] = (start + (-start) % first) % big
+        phases = np.arange(0, big, first)
+        ends = phases[:, None]
+        for leaf in self._leaves:
+            size = leaf.dtype.itemsize
+            ends = ends + (-ends) % size + size * leaf.count
+            if leaf.kind == "string":
+                ends = ends + lengths[leaf.path]
+        ends = np.broadcast_to(ends, (len(phases), rows))
+        following = (ends + (-ends) % first) % big // first  # next message's aligned start
+        phase = np.empty(rows, dtype=np.int64)  # each message's aligned start // first
+        phase[0] = (start + (-start) % first) % big // first
         if (following == following[0]).all():
-            chosen[1:] = following[0, :-1]
+            phase[1:] = following[0, :-1]
         else:
             for row in range(1, rows):
-                chosen[row] = following[chosen[row - 1] // first, row - 1]
-        starts = np.empty(rows, dtype=np.int64)
-        starts[0] = start % big
-        starts[1:] = ends[chosen[:-1] // first, np.arange(rows - 1)] % big
-        return starts
-
-    def _rows(
-        self, rows: int, columns: Mapping[str, Any], lengths: Mapping[str, Any], starts: np.ndarray
-    ) -> np.ndarray:
-        """Lay the messages out as equal rows, fill them, and drop each row's unused bytes."""
-        layout = _RowLayout(self._max_align, starts)
-        for leaf in self._leaves:
-            layout.align(leaf.dtype.itemsize)
-            if leaf.kind == "string":
-                layout.place(f"{leaf.path}#length", _UINT32, 1, lengths[leaf.path])
-                layout.place_string(leaf.path, columns.get(leaf.path, leaf.default), lengths[leaf.path])
-            else:
-                layout.place(leaf.path, leaf.dtype, leaf.count, columns.get(leaf.path, leaf.default))
-        return layout.fill(rows)
+                phase[row] = following[phase[row - 1], row - 1]
+        sizes = ends[phase, np.arange(rows)] - phases[phase]
+        unaligned = np.empty(rows, dtype=np.int64)  # each start modulo M, before alignment
+        unaligned[0] = start % big
+        unaligned[1:] = (phases[phase[:-1]] + sizes[:-1]) % big
+        steps = (phases[phase] - unaligned) % big + sizes
+        return start + np.concatenate(([0], np.cumsum(steps)))
 
 
 @dataclass(frozen=True)
@@ -326,7 +333,7 @@ def _leaves(message_class: type, prefix: str, instance: Any) -> list[_Leaf]:
             dtype = _BASIC_TYPES[slot.value_type.typename]
             leaves.append(_Leaf(path, "number", dtype, slot.size, np.asarray(value, dtype)))
         else:
-            raise UnsupportedLayout(f"{message_class.__name__}.{name}: {type(slot).__name__}")
+            raise UnsupportedLayoutError(f"{message_class.__name__}.{name}: {type(slot).__name__}")
     return leaves
 
 
@@ -337,79 +344,28 @@ def _string_lengths(value: bytes | np.ndarray) -> int | np.ndarray:
     return np.char.str_len(value).astype(np.int64) + 1
 
 
-def _uniform(value: int | np.ndarray) -> int | np.ndarray:
-    """``value`` as an int when every row has the same one."""
-    if isinstance(value, np.ndarray) and (value == value[0]).all():
-        return int(value[0])
-    return value
+def _scatter_numbers(stream: np.ndarray, position: np.ndarray, leaf: _Leaf, value: Any) -> None:
+    """Write ``value`` (one or one per row) as ``leaf`` at the aligned ``position`` of each row."""
+    if not np.any(value):  # the stream starts zeroed
+        return
+    index = position // leaf.dtype.itemsize
+    if leaf.count > 1:
+        index = index[:, None] + np.arange(leaf.count)
+    stream.view(leaf.dtype)[index] = value
 
 
-class _RowLayout:
-    """Columns of the widest row, the values to write there, and the per-row byte mask."""
-
-    def __init__(self, max_align: int, starts: np.ndarray) -> None:
-        self._max_align = max_align
-        self._position: int | np.ndarray = _uniform(starts)  # per row, modulo max_align
-        self._width = 0
-        self._fields: dict[str, tuple[np.dtype | tuple[np.dtype, tuple[int]], int]] = {}
-        self._values: dict[str, Any] = {}
-        self._gaps: list[tuple[int, int, np.ndarray]] = []  # (column, width, bytes kept per row)
-
-    def align(self, size: int) -> None:
-        """Zero padding up to the next multiple of ``size`` in each row."""
-        self._skip(_uniform((-self._position) % size))
-
-    def place(self, name: str, dtype: np.dtype, count: int, value: Any) -> None:
-        """A number (or fixed array of ``count``) here, aligned already."""
-        self._fields[name] = (dtype if count == 1 else (dtype, (count,)), self._width)
-        if np.any(value != 0):  # rows start zeroed
-            self._values[name] = value
-        self._width += dtype.itemsize * count
-        self._advance(dtype.itemsize * count)
-
-    def place_string(self, name: str, value: bytes | np.ndarray, lengths: int | np.ndarray) -> None:
-        """A string's bytes and NUL here (its length is placed before)."""
-        lengths = _uniform(lengths)
-        width = int(np.max(lengths))
-        self._fields[name] = (np.dtype(f"S{width}"), self._width)
-        self._values[name] = value
-        self._skip(lengths)
-
-    def _skip(self, size: int | np.ndarray) -> None:
-        """``size`` bytes (per row) kept from here; rows that keep fewer get a gap."""
-        if isinstance(size, np.ndarray):
-            width = int(size.max())
-            self._gaps.append((self._width, width, size))
-        else:
-            width = size
-        self._width += width
-        self._advance(size)
-
-    def _advance(self, size: int | np.ndarray) -> None:
-        position = (self._position + size) % self._max_align
-        self._position = _uniform(position) if isinstance(position, np.ndarray) else position
-
-    def fill(self, rows: int) -> np.ndarray:
-        """Write the values into ``rows`` rows and return their used bytes, row after row."""
-        names = list(self._fields)
-        dtype = np.dtype(
-            {
-                "names": names,
-                "formats": [self._fields[name][0] for name in names],
-                "offsets": [self._fields[name][1] for name in names],
-                "itemsize": self._width,
-            }
-        )
-        table = np.zeros(rows, dtype=dtype)
-        for name, value in self._values.items():
-            table[name] = value
-        data = table.view(np.uint8).reshape(rows, self._width)
-        if not self._gaps:
-            return data.reshape(-1)
-        keep = np.ones((rows, self._width), dtype=bool)
-        for column, width, kept in self._gaps:
-            keep[:, column : column + width] = np.arange(width) < kept[:, None]
-        return data[keep]
+def _scatter_string(
+    stream: np.ndarray, position: np.ndarray, value: bytes | np.ndarray, lengths: int | np.ndarray
+) -> None:
+    """Write each row's string bytes at ``position`` (the NUL and padding are zero already)."""
+    if isinstance(value, bytes):
+        if value:
+            stream[position[:, None] + np.arange(len(value))] = np.frombuffer(value, np.uint8)
+        return
+    width = value.dtype.itemsize
+    chars = value.view(np.uint8).reshape(-1, width)
+    used = np.arange(width) < (lengths - 1)[:, None]
+    stream[(position[:, None] + np.arange(width))[used]] = chars[used]
 
 
 def marker_array_cdr(
@@ -435,12 +391,15 @@ def marker_array_cdr(
     low = {axis: table[f"min_{axis}"].astype(np.float64) for axis in "xyz"}
     high = {axis: table[f"max_{axis}"].astype(np.float64) for axis in "xyz"}
     colours = cluster_rgb(table["cluster_id"]) / 255.0
-    texts = np.zeros(rows, dtype=object)
-    texts[:] = b""
-    texts[1 : 2 * count : 2] = [
-        b"%d (%d)" % pair
-        for pair in zip(table["cluster_id"].tolist(), table["num_points"].tolist(), strict=True)
-    ]
+    labels = np.array(
+        [
+            b"%d (%d)" % pair
+            for pair in zip(table["cluster_id"].tolist(), table["num_points"].tolist(), strict=True)
+        ],
+        dtype=bytes,
+    )
+    texts = np.zeros(rows, dtype=labels.dtype)
+    texts[1 : 2 * count : 2] = labels
     columns: dict[str, Any] = {
         "header.stamp.sec": header.stamp.sec,
         "header.stamp.nanosec": header.stamp.nanosec,
@@ -451,9 +410,7 @@ def marker_array_cdr(
         "action": np.where(np.arange(rows) < 2 * count, Marker.ADD, Marker.DELETE),
         "pose.position.x": pairs((low["x"] + high["x"]) / 2.0, table["x"]),
         "pose.position.y": pairs((low["y"] + high["y"]) / 2.0, table["y"]),
-        "pose.position.z": pairs(
-            (low["z"] + high["z"]) / 2.0, high["z"] + LABEL_HEIGHT
-        ),
+        "pose.position.z": pairs((low["z"] + high["z"]) / 2.0, high["z"] + LABEL_HEIGHT),
         "scale.x": pairs(np.maximum(high["x"] - low["x"], MIN_BOX_SIDE), 0.0),
         "scale.y": pairs(np.maximum(high["y"] - low["y"], MIN_BOX_SIDE), 0.0),
         "scale.z": pairs(np.maximum(high["z"] - low["z"], MIN_BOX_SIDE), LABEL_HEIGHT),
@@ -461,24 +418,27 @@ def marker_array_cdr(
         "color.g": pairs(colours[:, 1], 1.0, np.float32),
         "color.b": pairs(colours[:, 2], 1.0, np.float32),
         "color.a": pairs(BOX_ALPHA, 1.0, np.float32),
-        "text": texts.astype(bytes),
+        "text": texts,
     }
     writer = _CdrWriter()
     writer.pack("I", rows)
     return b"".join((writer.value(), codec.encode(rows, columns, writer.position)))
 
 
-def same_serialization(data: bytes, message: Any) -> bool:
+def _same_serialization(data: bytes, message: Any) -> bool:
     """Whether ``data`` is ``serialize_message(message)`` but for zero padding bytes.
 
     Fast CDR leaves padding bytes as it finds them, so those may differ; the rest must be equal,
-    and ``data`` must deserialize to ``message``.
+    and ``data`` must deserialize to what ``message`` does (floats rounded to the member types).
     """
-    reference = np.frombuffer(serialize_message(message), dtype=np.uint8)
+    serialized = serialize_message(message)
+    reference = np.frombuffer(serialized, dtype=np.uint8)
     ours = np.frombuffer(data, dtype=np.uint8)
     if ours.shape != reference.shape or ours[ours != reference].any():
         return False
-    return deserialize_message(data, type(message)) == message
+    return deserialize_message(data, type(message)) == deserialize_message(
+        serialized, type(message)
+    )
 
 
 @functools.cache
@@ -496,7 +456,9 @@ def _cloud_encoding_verified() -> bool:
     )
     header = Header(frame_id="lidar")
     header.stamp.sec, header.stamp.nanosec = 7, 9
-    verified = same_serialization(point_cloud_cdr(sample, header), cloud_to_message(sample, header))
+    verified = _same_serialization(
+        point_cloud_cdr(sample, header), cloud_to_message(sample, header)
+    )
     if not verified:
         log.warning("PointCloud2 CDR encoding does not match this ROS 2: publishing messages")
     return verified
@@ -505,12 +467,13 @@ def _cloud_encoding_verified() -> bool:
 @functools.cache
 def _verified_marker_codec() -> RowCodec | None:
     """A Marker :class:`RowCodec` that reproduces MarkerBuilder on a sample, or None."""
-    if MarkerArray.get_fields_and_field_types() != {"markers": "sequence<visualization_msgs/Marker>"}:
+    members = MarkerArray.get_fields_and_field_types()
+    if members != {"markers": "sequence<visualization_msgs/Marker>"}:
         log.warning("unexpected MarkerArray definition: publishing marker messages")
         return None
     try:
         codec = RowCodec(Marker)
-    except UnsupportedLayout as error:
+    except UnsupportedLayoutError as error:
         log.warning("Marker cannot be encoded column-wise (%s): publishing messages", error)
         return None
     header = Header(frame_id="lidar")
@@ -520,7 +483,7 @@ def _verified_marker_codec() -> RowCodec | None:
     for clusters in (14, 11, 0, 3):  # labels of 5 to 13 bytes; deletes after and alone
         table = _sample_table(clusters)
         expected = builder.build(table, header)
-        if not same_serialization(marker_array_cdr(codec, table, header, previous), expected):
+        if not _same_serialization(marker_array_cdr(codec, table, header, previous), expected):
             log.warning("Marker CDR encoding does not match this ROS 2: publishing messages")
             return None
         previous = clusters

@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
 
+#: Default plausibility limit of a coordinate (m): no LiDAR sees a kilometre, let alone 1000.
+MAX_COORDINATE = 1e6
+#: Default share of lost frames in a diagnostics window that turns the status to WARN.
+DIAGNOSTICS_WARN_SHARE = 0.1
+
 
 @dataclass(frozen=True)
 class NodeSettings:
@@ -22,6 +27,8 @@ class NodeSettings:
         use_height: cluster on x, y, z (True) or on x, y only (False).
         min_range, max_range: horizontal distance window in metres of clustered points.
         min_z, max_z: height window in metres of clustered points.
+        max_coordinate: points with a larger |coordinate| (m) are implausible and not clustered.
+        diagnostics_warn_share: share of lost frames in a diagnostics window that means WARN.
     """
 
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
@@ -30,6 +37,8 @@ class NodeSettings:
     max_range: float = math.inf
     min_z: float = -math.inf
     max_z: float = math.inf
+    max_coordinate: float = MAX_COORDINATE
+    diagnostics_warn_share: float = DIAGNOSTICS_WARN_SHARE
 
     @property
     def clips(self) -> bool:
@@ -54,6 +63,12 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
     ]
     if values["min_range"] < 0:  # type: ignore[operator]
         problems.append(f"min_range must be >= 0 m, got {values['min_range']}")
+    if not values["max_coordinate"] > 0:  # type: ignore[operator]
+        problems.append(f"max_coordinate must be > 0 m, got {values['max_coordinate']}")
+    if not 0 <= values["diagnostics_warn_share"] <= 1:  # type: ignore[operator]
+        problems.append(
+            f"diagnostics_warn_share must be in [0, 1], got {values['diagnostics_warn_share']}"
+        )
     cluster = None
     try:
         cluster = DEFAULT_CONFIG.with_changes(
@@ -75,6 +90,8 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         max_range=float(values["max_range"]),  # type: ignore[arg-type]
         min_z=float(values["min_z"]),  # type: ignore[arg-type]
         max_z=float(values["max_z"]),  # type: ignore[arg-type]
+        max_coordinate=float(values["max_coordinate"]),  # type: ignore[arg-type]
+        diagnostics_warn_share=float(values["diagnostics_warn_share"]),  # type: ignore[arg-type]
     )
 
 

@@ -1,0 +1,77 @@
+"""/diagnostics tells the truth: levels over the window between two reports (ROS-free parts)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gpu_euclidean_cluster.cpu.backend import CpuBackend
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
+from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor
+from gpu_euclidean_cluster.ros.frame_stats import StatsSnapshot
+from gpu_euclidean_cluster.ros.settings import NodeSettings
+
+diagnostics = pytest.importorskip("gpu_euclidean_cluster.ros.diagnostics")
+from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
+
+BASE = StatsSnapshot(
+    received=100, processed=100, dropped=0, rejected={}, fallbacks=0, implausible_points=0,
+    last_implausible="", last_rejection="", last_fallback="", input_rate_hz=10.0,
+    latency_p50_ms=5.0, latency_p99_ms=6.0,
+)  # fmt: skip
+
+
+def later(**changes: object) -> StatsSnapshot:
+    return dataclasses.replace(BASE, **changes)
+
+
+@pytest.mark.parametrize(
+    ("now", "level", "words"),
+    [
+        (later(received=110, processed=110), DiagnosticStatus.OK, "clustering"),
+        (later(received=110, processed=109, dropped=1), DiagnosticStatus.OK, "1 of 10"),
+        (later(received=110, processed=101, dropped=9), DiagnosticStatus.WARN, "9 of 10 frame(s)"),
+        (
+            later(received=110, processed=108, rejected={"malformed": 2}, last_rejection="bad"),
+            DiagnosticStatus.WARN,
+            "2 frame(s) rejected: bad",
+        ),
+        (
+            later(received=110, rejected={"malformed": 10}, last_rejection="short data"),
+            DiagnosticStatus.ERROR,
+            "every frame failed; 10 frame(s) rejected: short data",
+        ),
+        (
+            later(received=110, processed=110, implausible_points=3, last_implausible="far"),
+            DiagnosticStatus.WARN,
+            "3 point(s) excluded: far",
+        ),
+    ],
+)
+def test_window_levels(now, level, words):
+    got, message = diagnostics.window_level(now, BASE, warn_share=0.1)
+    assert got == level
+    assert words in message
+
+
+def test_waiting_for_input():
+    empty = later(received=0, processed=0)
+    assert diagnostics.window_level(empty, None, 0.1) == (DiagnosticStatus.OK, "waiting for input")
+
+
+def test_implausible_points_are_excluded_and_counted():
+    xyz = np.array(
+        [[0, 0, 0], [0.1, 0, 0], [2e6, 0, 0], [0, -3e30, 0], [np.nan, 0, 0], [5, 5, 5]],
+        dtype=np.float32,
+    )
+    output = FrameProcessor(CpuBackend()).process(from_xyz(xyz), NodeSettings())
+    labels = read_fields(output.labeled, ["cluster_id"])["cluster_id"]
+    assert labels.tolist() == [0, 0, -1, -1, -1, 1]
+    assert output.implausible_points == 2
+    loose = FrameProcessor(CpuBackend()).process(
+        from_xyz(xyz), NodeSettings(max_coordinate=float("inf"))
+    )
+    assert loose.implausible_points == 0
+    assert (read_fields(loose.labeled, ["cluster_id"])["cluster_id"] >= 0).sum() == 5
