@@ -156,7 +156,7 @@ class EuclideanClusterer:
             cluster_sizes=sizes,
             timings_ms=clock.totals(),
             backend=self.backend.name,
-            method=config.method,
+            method=labelling.method,
             search=config.search,
             device=self.backend.device,
             iterations=labelling.iterations,

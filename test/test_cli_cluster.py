@@ -107,7 +107,7 @@ def test_human_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "points    76 (75 finite)" in out
     assert "clusters  3 at d_th 0.5 m, sizes 1..unlimited" in out
     assert "largest   40 25 10" in out
-    assert "backend   cpu (cpu), method edge, search range" in out
+    assert "backend   cpu (cpu), method union_find, search range" in out  # auto, resolved
     assert "timings   ms: transfer_in" in out and "total" in out
     assert f"labels    {tmp_path / 'l.bin'} (int32, 76 values)" in out
 

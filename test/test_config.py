@@ -90,7 +90,7 @@ def test_valid_configurations(method, search):
 
 def test_defaults():
     config = ClusterConfig()
-    assert (config.d_th, config.method, config.search) == (0.5, "edge", "range")
+    assert (config.d_th, config.method, config.search) == (0.5, "auto", "range")
     assert config.min_cluster_size == 1
     assert config.max_cluster_size == UNLIMITED_CLUSTER_SIZE
     assert config.matrix_block == DEFAULT_MATRIX_BLOCK

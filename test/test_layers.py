@@ -1,7 +1,7 @@
 """The package's layering: imports only go down, and no file imports itself back in a cycle.
 
 Layers, bottom to top (see the README's "Package layout"): ``core`` and ``pointcloud_io`` need
-nothing of the package; the twin backends ``cpu`` and ``cuda`` build on ``core``; the library's
+nothing of the package; the twin backends ``cpu`` and ``cuda`` build on them; the library's
 front door (``clusterer.py``, ``__init__.py``) picks a backend; ``tools`` sit on the library; the
 front ends ``ros``, ``bench`` and ``commands`` come last, in that order. A module may import its
 own folder and any lower layer, never a layer of the same rank (the twins stay apart) or above.
@@ -22,7 +22,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 #: Rank of each layer: a module imports only its own layer's folder and lower ranks.
 LAYERS: dict[str, int] = {
     "core": 0,
-    "pointcloud_io": 1,
+    "pointcloud_io": 0,
     "cpu": 1,
     "cuda": 1,
     "": 2,  # files at the package root: the library's front door

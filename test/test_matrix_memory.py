@@ -56,9 +56,10 @@ def test_check_raises_with_need_and_free_memory_named():
     assert error.free_bytes == GIB - 1
     message = str(error)
     assert "needs 1.0 GiB" in message
-    assert "only 1024.0 MiB is free" in message
+    assert "over the 1024.0 MiB of free GPU memory" in message
     assert "|R| = 65536" in message
-    assert "'vertex' or 'edge'" in message
+    assert "use method 'union_find' or 'auto'" in message
+    assert "'union_find' or 'auto'" in message
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..clusterer import Backend, EuclideanClusterer
-from ..core.config import METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig
+from ..core.config import LABELLING_METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig
 from ..core.numbering import canonical_labels
 from ..core.result import STAGES, ClusterResult
 from ..cuda.matrix_memory import MatrixMemoryError, format_bytes
@@ -39,10 +39,10 @@ class Variant:
 
 SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS"}
 
-#: The six combinations of the paper as written, then the vertex and edge methods with pointer
-#: jumping (the library's default for them; the matrix method has no such option).
+#: The fused union-find and the paper's six combinations as written (ES and RS each), then the
+#: vertex and edge methods with pointer jumping (the matrix method has no such option).
 GPU_VARIANTS: tuple[Variant, ...] = (
-    *(Variant(m, s) for s in SEARCHES for m in METHODS),
+    *(Variant(m, s) for s in SEARCHES for m in LABELLING_METHODS),
     *(Variant(m, s, pointer_jumping=True) for s in SEARCHES for m in ("vertex", "edge")),
 )
 

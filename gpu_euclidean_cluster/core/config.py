@@ -13,11 +13,16 @@ from typing import Literal, get_args
 
 from .units import INT32_MAX
 
-Method = Literal["vertex", "edge", "matrix"]
+Method = Literal["auto", "union_find", "vertex", "edge", "matrix"]
 Search = Literal["exhaustive", "range"]
 BackendName = Literal["auto", "cuda", "cpu"]
 
+#: Every method a front end accepts: ``auto`` picks the fastest exact one for the cloud.
 METHODS: tuple[str, ...] = get_args(Method)
+#: The labelling methods that run as such (``auto`` resolves to one of them).
+LABELLING_METHODS: tuple[str, ...] = METHODS[1:]
+#: The paper's three methods (Section 4), which build a graph structure before labelling.
+PAPER_METHODS: tuple[str, ...] = ("vertex", "edge", "matrix")
 SEARCHES: tuple[str, ...] = get_args(Search)
 BACKENDS: tuple[str, ...] = get_args(BackendName)
 #: Where to cluster unless told otherwise: CUDA when CuPy sees a device, else the CPU.
@@ -42,8 +47,10 @@ class ClusterConfig:
     Attributes:
         d_th: distance threshold in metres (PCL's ``cluster_tolerance``). Two points are neighbours
             when their squared distance, computed in float32, is below ``d_th**2``.
-        method: GPU labelling method of Section 4 of the paper: ``vertex`` (4.1), ``edge`` (4.2)
-            or ``matrix`` (4.3).
+        method: labelling method: ``union_find`` (the neighbour search fused with a lock-free
+            union-find over clique cells, O(N) memory; ``docs/union_find.md``), one of the
+            paper's Section 4 methods ``vertex`` (4.1), ``edge`` (4.2) or ``matrix`` (4.3), or
+            ``auto``: the fastest exact method for the cloud (see :func:`resolve_method`).
         search: neighbour search of Section 4.4: ``exhaustive`` (ES) or ``range`` (RS, voxel grid).
         min_cluster_size: clusters with fewer points are labelled -1.
         max_cluster_size: clusters with more points are labelled -1.
@@ -51,18 +58,23 @@ class ClusterConfig:
         pointer_jumping: vertex and edge methods only: hook labels at their roots and compress
             paths after each pass (Hawick et al.'s label-equivalence steps). Same labels in far
             fewer passes. Set it to False to run the paper's algorithms exactly as written.
+        memory_budget: bytes the paper's methods may spend on their graph structure (edge list,
+            adjacency list, matrices); None: half the host memory available at the time on the
+            CPU, the free memory on the GPU. Over it they raise ``StructureTooLargeError``
+            before allocating; ``union_find`` needs O(N) memory and ignores it.
 
-    The defaults (edge-based, range search, pointer jumping) are the fastest exact configuration
-    measured on real LiDAR frames (see benchmarks/README.md).
+    The defaults (``auto``, range search) run the fastest exact configuration measured on real
+    LiDAR frames and dense clouds (see benchmarks/README.md).
     """
 
     d_th: float = 0.5
-    method: Method = "edge"
+    method: Method = "auto"
     search: Search = "range"
     min_cluster_size: int = 1
     max_cluster_size: int = UNLIMITED_CLUSTER_SIZE
     matrix_block: int = DEFAULT_MATRIX_BLOCK
     pointer_jumping: bool = True
+    memory_budget: int | None = None
 
     def __post_init__(self) -> None:
         for problem in config_problems(self):
@@ -89,6 +101,9 @@ def config_problems(config: ClusterConfig) -> list[str]:
     block = config.matrix_block
     if not _is_int(block) or block < 32 or block > 1024 or block % 32:
         problems.append(f"matrix_block must be a multiple of 32 in [32, 1024], got {block!r}")
+    budget = config.memory_budget
+    if budget is not None and (not _is_int(budget) or budget < 1):
+        problems.append(f"memory_budget must be a number of bytes >= 1 or None, got {budget!r}")
     if not isinstance(config.pointer_jumping, bool):
         problems.append(f"pointer_jumping must be true or false, got {config.pointer_jumping!r}")
     return problems

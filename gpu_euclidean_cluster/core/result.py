@@ -16,6 +16,7 @@ class Labelling:
     Attributes:
         components: int32 array (NumPy or CuPy, on the backend's device), one component id per
             point; two points share an id exactly when they are connected. Ids are arbitrary.
+        method: the labelling method that ran (``auto`` resolved).
         iterations: passes of the labelling loop (0 where the backend has no loop).
         num_edges: undirected neighbour pairs found, where the method counts them.
         num_labels_after_initial: the matrix method's |R| after INITIAL_EC, else None.
@@ -23,6 +24,7 @@ class Labelling:
     """
 
     components: Any
+    method: str
     iterations: int = 0
     num_edges: int | None = None
     num_labels_after_initial: int | None = None

@@ -3,7 +3,8 @@
 It builds the graph structure each of the paper's methods uses (the adjacency list of
 Algorithm 1 for the vertex-based method, the ``j > i`` edge set of Section 4.2 for the edge- and
 matrix-based methods) from the same ES or RS neighbour search, then labels the connected
-components with SciPy. Since :func:`~gpu_euclidean_cluster.core.numbering.canonical_labels` numbers
+components with SciPy; ``union_find`` runs the CPU twin of the fused method (``union_find.py``,
+O(N) memory). Since :func:`~gpu_euclidean_cluster.core.numbering.canonical_labels` numbers
 clusters canonically, its labels are identical to the CUDA backend's for every method and search;
 it is also the tests' oracle.
 """
@@ -18,7 +19,8 @@ from ..core.config import ClusterConfig
 from ..core.numbering import canonical_labels
 from ..core.result import Labelling
 from ..core.timing import StageClock
-from .graph import adjacency_list, exhaustive_edges, range_edges
+from .graph import adjacency_list, neighbour_edges
+from .union_find import grid_fits, union_find_components
 
 
 class CpuBackend:
@@ -39,12 +41,18 @@ class CpuBackend:
         return canonical_labels(components, min_size, max_size)
 
     def label(self, points: np.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
+        method = config.method
+        if method == "auto":  # union_find, unless far outliers would make it search all pairs
+            method = "union_find" if grid_fits(points, config.d_th) else "edge"
+        if method == "union_find":
+            with clock("label"):
+                components = union_find_components(points, config.d_th, config.search)
+            return Labelling(components=components, method=method)
         with clock("build"):
-            if config.search == "exhaustive":
-                edges = exhaustive_edges(points, config.d_th)
-            else:
-                edges = range_edges(points, config.d_th)
-            if config.method == "vertex":
+            edges = neighbour_edges(
+                points, config.d_th, config.search, method, config.memory_budget
+            )
+            if method == "vertex":
                 graph = adjacency_list(edges, len(points))
             else:
                 graph = coo_matrix(
@@ -53,4 +61,8 @@ class CpuBackend:
                 )
         with clock("label"):
             _, components = connected_components(graph, directed=False)
-        return Labelling(components=components.astype(np.int32, copy=False), num_edges=len(edges))
+        return Labelling(
+            components=components.astype(np.int32, copy=False),
+            method=method,
+            num_edges=len(edges),
+        )

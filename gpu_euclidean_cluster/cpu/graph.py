@@ -14,7 +14,9 @@ from collections.abc import Iterator
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from ..core.memory import StructureTooLargeError, host_memory_budget
 from ..core.neighbour_rule import squared_distance, threshold_sq
+from ..core.units import format_bytes
 from .voxel_grid import VoxelGrid, build_voxel_grid
 
 #: Candidate pairs evaluated per vectorised step (bounds the working memory to ~200 MB).
@@ -32,6 +34,58 @@ FORWARD_OFFSETS = np.array(
     ],
     dtype=np.int64,
 )
+
+
+#: Peak bytes per neighbour pair while a CPU method holds its graph: the int32 pair, its reversed
+#: copy (adjacency list) and the COO/CSR arrays SciPy builds from them.
+EDGE_BYTES = 48
+
+
+def neighbour_edges(
+    points: np.ndarray, d_th: float, search: str, method: str, budget: int | None = None
+) -> np.ndarray:
+    """The ``i < j`` edge set by ES or RS, after checking that the method's graph fits ``budget``.
+
+    The number of candidate pairs (all pairs for ES; pairs of points in the same or adjacent
+    voxels for RS) bounds the edges; only when that bound is over budget are the edges counted
+    exactly, in bounded memory, before any is stored.
+
+    Raises:
+        StructureTooLargeError: the graph would need more than ``budget`` bytes (default
+            :func:`~gpu_euclidean_cluster.core.memory.host_memory_budget`).
+    """
+    budget = host_memory_budget() if budget is None else budget
+    grid = build_voxel_grid(points, d_th) if search == "range" else None
+    n = len(points)
+    bound = n * (n - 1) // 2 if grid is None else _candidate_count(grid)
+    if bound * EDGE_BYTES > budget:
+        thr = threshold_sq(d_th)
+        pairs = _all_pairs(n) if grid is None else _candidate_pairs(grid)
+        exact = sum(int(np.count_nonzero(squared_distance(points[a], points[b]) < thr))
+                    for a, b in pairs)
+        if exact * EDGE_BYTES > budget:
+            raise StructureTooLargeError(
+                method, f"{exact} neighbour pairs", exact * EDGE_BYTES,
+                f"the CPU memory budget of {format_bytes(budget)}",
+            )
+    return exhaustive_edges(points, d_th) if grid is None else range_edges(points, d_th, grid)
+
+
+def _candidate_count(grid: VoxelGrid) -> int:
+    """Point pairs the range search compares: within each voxel and with its forward voxels."""
+    counts = np.diff(grid.starts)
+    total = int((counts * (counts - 1) // 2).sum())
+    for src, dst in _forward_voxel_pairs(grid):
+        total += int((counts[src] * counts[dst]).sum())
+    return total
+
+
+def _all_pairs(n: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every pair ``i < j``, at most about :data:`CHUNK_PAIRS` at a time."""
+    rows = max(1, CHUNK_PAIRS // max(n, 1))
+    for start in range(0, n, rows):
+        i, j = np.nonzero(np.arange(n)[None, :] > np.arange(start, min(start + rows, n))[:, None])
+        yield i + start, j
 
 
 def exhaustive_edges(points: np.ndarray, d_th: float) -> np.ndarray:
@@ -69,15 +123,20 @@ def _candidate_pairs(grid: VoxelGrid) -> Iterator[tuple[np.ndarray, np.ndarray]]
     # Pairs inside one voxel.
     yield from _pairs_between(grid, voxels, voxels, counts, counts, same_voxel=True)
     # Pairs between a voxel and each of its 13 forward neighbours.
+    for src, dst in _forward_voxel_pairs(grid):
+        yield from _pairs_between(grid, src, dst, counts[src], counts[dst], same_voxel=False)
+
+
+def _forward_voxel_pairs(grid: VoxelGrid) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """For each of the 13 forward offsets, the (voxel, neighbour voxel) index pairs that exist."""
     coords = grid.point_voxels[grid.pid[grid.starts[:-1]]]
     for offset in FORWARD_OFFSETS:
         other = coords + offset
         inside = np.all((other >= 0) & (other < grid.dims), axis=1)
-        found = np.full(len(voxels), -1, dtype=np.int64)
+        found = np.full(len(coords), -1, dtype=np.int64)
         found[inside] = grid.find(grid.linear_id(other[inside]))
         src = np.flatnonzero(found >= 0)
-        dst = found[src]
-        yield from _pairs_between(grid, src, dst, counts[src], counts[dst], same_voxel=False)
+        yield src, found[src]
 
 
 def _pairs_between(

@@ -1,4 +1,4 @@
-"""The CUDA backend: the paper's three methods with ES or RS neighbour search, through CuPy."""
+"""The CUDA backend: the fused union-find and the paper's three methods, ES or RS, through CuPy."""
 
 from __future__ import annotations
 
@@ -9,16 +9,11 @@ from ..core.config import DEFAULT_MATRIX_BLOCK, ClusterConfig
 from ..core.result import Labelling
 from ..core.timing import StageClock
 from .ccl import label_edges, label_vertices
-from .graph import NeighbourSearch, build_adjacency_list, build_edge_set
+from .graph import NeighbourSearch, build_adjacency_list, build_edge_set, free_device_memory
 from .matrix import label_matrix
 from .module import kernel_module
 from .numbering import canonical_labels_gpu
-
-
-def free_device_memory() -> int:
-    """Bytes the current device can still allocate: driver-free plus CuPy's cached free blocks."""
-    free, _ = cupy.cuda.runtime.memGetInfo()
-    return int(free) + int(cupy.get_default_memory_pool().free_bytes())
+from .union_find import label_union_find
 
 
 class CudaBackend:
@@ -49,34 +44,47 @@ class CudaBackend:
 
     def label(self, points: cupy.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
         n = int(points.shape[0])
+        # auto: the fused union-find, whose cost follows the points, not the pairs; for clouds
+        # too wide for its grid it searches all pairs inside the same launch (no host check).
+        method = "union_find" if config.method == "auto" else config.method
         if n == 0:
-            return Labelling(components=cupy.empty(0, dtype=cupy.int32), num_edges=0)
+            return Labelling(components=cupy.empty(0, dtype=cupy.int32), method=method)
         with self._device:
             pool = cupy.get_default_memory_pool()
             base = pool.used_bytes()
             module = kernel_module(self.device_id, config.matrix_block)
-            if config.method == "matrix":
+            if method == "union_find":
+                with clock("label"):
+                    fused = label_union_find(module, points, config.d_th, config.search)
+                return Labelling(
+                    components=fused.components,
+                    method=method,
+                    peak_bytes=pool.used_bytes() - base,
+                )
+            if method == "matrix":
+                budget = config.memory_budget
                 result = label_matrix(
                     module, points, config.d_th, config.search, config.matrix_block,
-                    free_device_memory, clock,
+                    lambda: min(free_device_memory(), budget or free_device_memory()), clock,
                 )
                 return Labelling(
                     components=result.labels,
+                    method=method,
                     iterations=result.updates + 1,
                     num_labels_after_initial=result.labels_after_initial,
                     peak_bytes=result.peak_bytes,
                 )
             with clock("build"):
                 search = NeighbourSearch(module, points, config.d_th, config.search)
-                if config.method == "vertex":
-                    starts, neighbours = build_adjacency_list(search)
+                if method == "vertex":
+                    starts, neighbours = build_adjacency_list(search, config.memory_budget)
                     num_edges = int(neighbours.shape[0]) // 2
                 else:
-                    edges = build_edge_set(search)
+                    edges = build_edge_set(search, config.memory_budget)
                     num_edges = int(edges.shape[0])
             peak = pool.used_bytes() - base
             with clock("label"):
-                if config.method == "vertex":
+                if method == "vertex":
                     labels, iterations = label_vertices(
                         module, starts, neighbours, n, config.pointer_jumping
                     )
@@ -84,6 +92,7 @@ class CudaBackend:
                     labels, iterations = label_edges(module, edges, n, config.pointer_jumping)
             return Labelling(
                 components=labels,
+                method=method,
                 iterations=iterations,
                 num_edges=num_edges,
                 peak_bytes=max(peak, pool.used_bytes() - base),

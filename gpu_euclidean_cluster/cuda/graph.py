@@ -9,8 +9,9 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from ..core.memory import StructureTooLargeError
 from ..core.neighbour_rule import threshold_sq
-from ..core.units import INT32_MAX
+from ..core.units import INT32_MAX, format_bytes
 from .module import THREADS, blocks
 from .voxel_grid import GpuVoxelGrid, build_voxel_grid
 
@@ -42,31 +43,59 @@ class NeighbourSearch:
                    (*self.grid.search_args(), n, self.thr_sq, *args))
 
 
-def _exclusive_scan(counts: cupy.ndarray, what: str) -> tuple[cupy.ndarray, int]:
-    """``S`` with ``S[0] = 0`` and ``S[i+1] = counts[0] + ... + counts[i]``, and the total."""
+def _exclusive_scan(
+    counts: cupy.ndarray, method: str, what: str, entry_bytes: int, budget: int | None
+) -> tuple[cupy.ndarray, int]:
+    """``S`` with ``S[0] = 0`` and ``S[i+1] = counts[0] + ... + counts[i]``, and the total.
+
+    Raises:
+        StructureTooLargeError: the ``total`` entries exceed the kernels' int32 indices or the
+            free GPU memory (checked before the structure is allocated).
+    """
     starts = cupy.zeros(counts.shape[0] + 1, dtype=cupy.int64)
     cupy.cumsum(counts, out=starts[1:])
     total = int(starts[-1])
+    need = total * entry_bytes
     if total > INT32_MAX:
-        raise MemoryError(f"{total} {what} exceed the int32 index range; lower d_th")
+        raise StructureTooLargeError(
+            method, f"{total} {what}", need, f"the kernels' int32 index range ({INT32_MAX})"
+        )
+    free = free_device_memory()
+    limit, name = (free, "free GPU memory") if budget is None else (min(budget, free), "budget")
+    if need > limit:
+        raise StructureTooLargeError(
+            method, f"{total} {what}", need, f"the {format_bytes(limit)} of {name}"
+        )
     return starts.astype(cupy.int32), total
 
 
-def build_adjacency_list(search: NeighbourSearch) -> tuple[cupy.ndarray, cupy.ndarray]:
-    """Algorithm 1: ``S`` (n + 1 starts) and ``N`` (neighbour indices) of the adjacency list."""
+def free_device_memory() -> int:
+    """Bytes the current device can still allocate: driver-free plus CuPy's cached free blocks."""
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return int(free) + int(cupy.get_default_memory_pool().free_bytes())
+
+
+def build_adjacency_list(
+    search: NeighbourSearch, budget: int | None = None
+) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """Algorithm 1: ``S`` (n + 1 starts) and ``N`` (neighbour indices) of the adjacency list.
+
+    ``N``'s size is checked against ``budget`` (or the free memory) before it is allocated.
+    """
     counts = cupy.empty(search.n, dtype=cupy.int32)
     search.launch("count_neighbours", counts, np.int32(0))
-    starts, total = _exclusive_scan(counts, "adjacency entries")
+    starts, total = _exclusive_scan(counts, "vertex", "adjacency entries", 4, budget)
     neighbours = cupy.empty(total, dtype=cupy.int32)
     search.launch("write_neighbours", starts, neighbours)
     return starts, neighbours
 
 
-def build_edge_set(search: NeighbourSearch) -> cupy.ndarray:
-    """Section 4.2.2: the (E, 2) int32 edge set (an int2 array on the device) with ``j > i``."""
+def build_edge_set(search: NeighbourSearch, budget: int | None = None) -> cupy.ndarray:
+    """Section 4.2.2: the (E, 2) int32 edge set (an int2 array on the device) with ``j > i``,
+    its size checked against ``budget`` (or the free memory) before it is allocated."""
     counts = cupy.empty(search.n, dtype=cupy.int32)
     search.launch("count_neighbours", counts, np.int32(1))
-    starts, total = _exclusive_scan(counts, "edges")
+    starts, total = _exclusive_scan(counts, "edge", "edges", 8, budget)
     edges = cupy.empty((total, 2), dtype=cupy.int32)
     search.launch("write_edges", starts, edges)
     return edges

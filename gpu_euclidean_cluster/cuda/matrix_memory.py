@@ -8,20 +8,21 @@ quadratic in |R|, the limit the paper itself admits (Section 6).
 
 from __future__ import annotations
 
+from ..core.memory import StructureTooLargeError
 from ..core.units import format_bytes
 
 
-class MatrixMemoryError(MemoryError):
+class MatrixMemoryError(StructureTooLargeError):
     """The matrix method's adjacency matrices do not fit in the free GPU memory."""
 
     def __init__(self, num_labels: int, need_bytes: int, free_bytes: int) -> None:
         super().__init__(
-            f"matrix method needs {format_bytes(need_bytes)} of GPU memory for the adjacency "
-            f"matrices over |R| = {num_labels} labels, but only {format_bytes(free_bytes)} is "
-            "free; use method 'vertex' or 'edge', or a smaller cloud"
+            "matrix",
+            f"the adjacency matrices over |R| = {num_labels} labels",
+            need_bytes,
+            f"the {format_bytes(free_bytes)} of free GPU memory",
         )
         self.num_labels = num_labels
-        self.need_bytes = need_bytes
         self.free_bytes = free_bytes
 
 

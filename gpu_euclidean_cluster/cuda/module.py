@@ -13,7 +13,7 @@ from pathlib import Path
 import cupy
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
-SOURCES = ("voxel_grid.cu", "graph.cu", "ccl.cu", "matrix.cu", "numbering.cu")
+SOURCES = ("voxel_grid.cu", "graph.cu", "ccl.cu", "matrix.cu", "numbering.cu", "union_find.cu")
 
 #: Threads per block of the element-wise and search kernels (ES needs exactly its tile size, 256).
 THREADS = 256

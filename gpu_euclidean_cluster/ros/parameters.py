@@ -56,7 +56,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "method",
         config.DEFAULT_CONFIG.method,
-        "Labelling method of the paper: vertex- (4.1), edge- (4.2) or matrix-based (4.3).",
+        "Labelling method: auto (fastest exact: union_find), union_find (fused, O(N) memory) or "
+        "the paper's vertex- (4.1), edge- (4.2), matrix-based (4.3). Same labels for all.",
         choices=config.METHODS,
     ),
     ParameterSpec(

@@ -1,8 +1,10 @@
 """CDR bytes of the node's outputs, for ``Publisher.publish(bytes)``.
 
 rclpy publishes a ``bytes`` object as an already serialized message, which skips its conversion of
-a Python message into the C message (for a PointCloud2: an ``array.array`` copy of the payload,
-then a second copy into the C sequence). This module builds those bytes directly:
+a Python message into the C message and rmw's serialization of that. For a PointCloud2 the
+payload is then copied into the ``bytes`` (here) and into a ``std::string`` (rclpy's
+``publish_raw``) before rmw takes it, instead of into an ``array.array`` (``cloud_to_message``)
+and the C message's sequence. This module builds those bytes:
 
 - :func:`point_cloud_cdr`: sensor_msgs/PointCloud2 of a :class:`RawCloud`; the point payload is
   copied once, into the returned ``bytes``.
@@ -12,8 +14,8 @@ then a second copy into the C sequence). This module builds those bytes directly
 
 Encoding (plain CDR, XCDR1): the encapsulation header ``00 01 00 00`` (little-endian), then every
 primitive aligned to its size relative to the first byte after that header; a string is a uint32
-length that counts its NUL terminator, its UTF-8 bytes and the NUL; a sequence is a uint32 count
-and its elements. Padding bytes are zero (Fast CDR leaves them as they were in its buffer, so
+length (its UTF-8 bytes plus the NUL terminator), the bytes and the NUL; a sequence is a uint32
+count and its elements. Padding bytes are zero (Fast CDR leaves them as they were in its buffer, so
 ``serialize_message`` output can differ from ours in padding bytes only).
 
 Message definitions differ between ROS 2 distributions (Marker gained texture, uv and mesh fields
@@ -75,6 +77,8 @@ _BASIC_TYPES: dict[str, np.dtype] = {
     for name in names
 }
 _UINT32 = np.dtype("<u4")
+#: Number size -> log2 (positions are divided by shifting).
+_SHIFTS = {1: 0, 2: 1, 4: 2, 8: 3}
 
 
 class Stamp(Protocol):
@@ -204,20 +208,33 @@ class RowCodec:
     default-constructed message.
 
     Strings have per-message lengths, so each message has its own start and alignment padding.
-    The starts come first (:meth:`_row_starts`), then every member is written into a zeroed
-    buffer at its per-message positions with one NumPy scatter for all messages.
+    The members between two strings form a run whose offsets and size depend only on where it
+    starts modulo the largest alignment ``M``; they are tabulated once. Per batch, the message
+    starts come first (:meth:`_row_starts`), then every member that is not zero is written into a
+    zeroed buffer at its per-message positions, with one NumPy scatter for all messages.
     """
 
     def __init__(self, message_class: type) -> None:
         """Raises:
         UnsupportedLayoutError: a member is a wide string, a non-empty default sequence, or an
-            array of anything but numbers.
+            array of anything but numbers; or the message has strings and starts with a member
+            of fewer than 4 bytes (see :func:`_scatter_string`).
         """
-        self.message_class = message_class
         self._leaves = _leaves(message_class, "", message_class())
+        strings = any(leaf.kind == "string" for leaf in self._leaves)
+        if strings and self._leaves[0].dtype.itemsize < 4:
+            raise UnsupportedLayoutError(f"{message_class.__name__} starts unaligned")
         self._settable = {leaf.path for leaf in self._leaves if leaf.kind != "sequence"}
         self._first_align = self._leaves[0].dtype.itemsize
         self._max_align = max(leaf.dtype.itemsize for leaf in self._leaves)
+        self._steps: list[_Run | _Leaf] = []
+        for leaf in self._leaves:
+            if leaf.kind == "string":
+                self._steps.append(leaf)
+            elif self._steps and isinstance(self._steps[-1], _Run):
+                self._steps[-1] = _Run.of((*self._steps[-1].leaves, leaf), self._max_align)
+            else:
+                self._steps.append(_Run.of((leaf,), self._max_align))
 
     def encode(self, rows: int, columns: Mapping[str, Any], start: int) -> np.ndarray:
         """The bytes of ``rows`` messages, the first one at ``start`` bytes after the header.
@@ -248,54 +265,50 @@ class RowCodec:
         # with every aligned member at an element boundary.
         stream = np.zeros(-(-end // 8), dtype=np.uint64).view(np.uint8)
         position = starts[:-1]
-        for leaf in self._leaves:
-            size = leaf.dtype.itemsize
-            if size > 1:
-                position = position + (-position) % size
-            if leaf.kind == "number":
-                _scatter_numbers(stream, position, leaf, values[leaf.path])
-                position = position + size * leaf.count
-            elif leaf.kind == "string":
-                _scatter_numbers(stream, position, leaf, lengths[leaf.path])
-                position = position + size
-                _scatter_string(stream, position, values[leaf.path], lengths[leaf.path])
-                position = position + lengths[leaf.path]
-            else:  # an empty sequence: its count, 0, is already there
-                position = position + size
+        for step in self._steps:
+            if isinstance(step, _Run):
+                phase = position & (self._max_align - 1)
+                if (phase == phase[0]).all():  # one layout for all rows: scalar offsets
+                    phase = int(phase[0])
+                for column, leaf in enumerate(step.leaves):
+                    value = values[leaf.path]
+                    if np.any(value):  # the stream starts zeroed
+                        offset = position + step.offsets[phase, column]
+                        _scatter_numbers(stream, offset, leaf, value)
+                position = position + step.sizes[phase]
+            else:
+                position = position + (-position & 3)  # a uint32 length
+                _scatter_numbers(stream, position, step, lengths[step.path])
+                position = position + _UINT32.itemsize
+                _scatter_string(stream, position, values[step.path], lengths[step.path])
+                position = position + lengths[step.path]
         return stream[start:end]
 
     def _row_starts(self, rows: int, lengths: Mapping[str, Any], start: int) -> np.ndarray:
         """Stream positions where each message begins (before its first member's alignment),
         and, last, where the one after them would begin.
 
-        A message's layout depends on where it starts only modulo the largest alignment ``M``,
-        and its first member aligns the start to ``a``: the size is known for each aligned start
-        in ``range(0, M, a)``. Which one applies follows from the message before; once a message
-        has an ``M``-aligned member after its last string, its end no longer depends on its
-        start, and the chain is vectorised.
+        A message's size depends on where it starts only modulo the largest alignment ``M``, and
+        its first member aligns the start to ``a``, so there is a size for each aligned start in
+        ``range(0, M, a)``. Where the message ends modulo ``M`` does not depend on its start: the
+        member aligned to ``M`` (there is one) resets it. So each message's aligned start, hence
+        its size, follows from the message before without a loop.
         """
         big, first = self._max_align, self._first_align
         phases = np.arange(0, big, first)
-        ends = phases[:, None]
-        for leaf in self._leaves:
-            size = leaf.dtype.itemsize
-            ends = ends + (-ends) % size + size * leaf.count
-            if leaf.kind == "string":
-                ends = ends + lengths[leaf.path]
+        ends = phases[:, None]  # per aligned start (rows), per message (columns)
+        for step in self._steps:
+            if isinstance(step, _Run):
+                ends = ends + step.sizes[ends & (big - 1)]
+            else:
+                ends = ends + (-ends & 3) + _UINT32.itemsize + lengths[step.path]
         ends = np.broadcast_to(ends, (len(phases), rows))
-        following = (ends + (-ends) % first) % big // first  # next message's aligned start
-        phase = np.empty(rows, dtype=np.int64)  # each message's aligned start // first
-        phase[0] = (start + (-start) % first) % big // first
-        if (following == following[0]).all():
-            phase[1:] = following[0, :-1]
-        else:
-            for row in range(1, rows):
-                phase[row] = following[phase[row - 1], row - 1]
-        sizes = ends[phase, np.arange(rows)] - phases[phase]
-        unaligned = np.empty(rows, dtype=np.int64)  # each start modulo M, before alignment
+        unaligned = np.empty(rows, dtype=np.int64)  # each message's start modulo M
         unaligned[0] = start % big
-        unaligned[1:] = (phases[phase[:-1]] + sizes[:-1]) % big
-        steps = (phases[phase] - unaligned) % big + sizes
+        unaligned[1:] = ends[0, :-1] % big
+        aligned = (unaligned + (-unaligned) % first) % big
+        sizes = ends[aligned // first, np.arange(rows)] - aligned
+        steps = (aligned - unaligned) % big + sizes
         return start + np.concatenate(([0], np.cumsum(steps)))
 
 
@@ -308,6 +321,29 @@ class _Leaf:
     dtype: np.dtype  # of one number; uint32 for the length of a string or a sequence
     count: int
     default: Any
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Members without a string between them, laid out for each start modulo ``M``."""
+
+    leaves: tuple[_Leaf, ...]
+    offsets: np.ndarray  # (M, len(leaves)): each member's offset from where the run starts
+    sizes: np.ndarray  # (M,): bytes from where the run starts to its end
+
+    @classmethod
+    def of(cls, leaves: tuple[_Leaf, ...], big: int) -> _Run:
+        """The run of ``leaves`` with ``big`` the largest alignment in the message."""
+        offsets = np.empty((big, len(leaves)), dtype=np.int64)
+        sizes = np.empty(big, dtype=np.int64)
+        for start in range(big):
+            position = start
+            for column, leaf in enumerate(leaves):
+                position += -position % leaf.dtype.itemsize
+                offsets[start, column] = position - start
+                position += leaf.dtype.itemsize * leaf.count
+            sizes[start] = position - start
+        return cls(leaves, offsets, sizes)
 
 
 def _leaves(message_class: type, prefix: str, instance: Any) -> list[_Leaf]:
@@ -346,9 +382,7 @@ def _string_lengths(value: bytes | np.ndarray) -> int | np.ndarray:
 
 def _scatter_numbers(stream: np.ndarray, position: np.ndarray, leaf: _Leaf, value: Any) -> None:
     """Write ``value`` (one or one per row) as ``leaf`` at the aligned ``position`` of each row."""
-    if not np.any(value):  # the stream starts zeroed
-        return
-    index = position // leaf.dtype.itemsize
+    index = position >> _SHIFTS[leaf.dtype.itemsize]
     if leaf.count > 1:
         index = index[:, None] + np.arange(leaf.count)
     stream.view(leaf.dtype)[index] = value
@@ -357,15 +391,23 @@ def _scatter_numbers(stream: np.ndarray, position: np.ndarray, leaf: _Leaf, valu
 def _scatter_string(
     stream: np.ndarray, position: np.ndarray, value: bytes | np.ndarray, lengths: int | np.ndarray
 ) -> None:
-    """Write each row's string bytes at ``position`` (the NUL and padding are zero already)."""
+    """Write each row's string bytes at ``position`` (the NUL and padding are zero already).
+
+    A string's bytes start 4-aligned, after its length, so they are written as uint32 words;
+    the last word may also zero the NUL and up to 2 bytes after it: padding, or members of the
+    same message, written later, or (for a message that starts with a member of fewer than 4
+    bytes, which :class:`RowCodec` refuses) the start of the next message, written before.
+    """
     if isinstance(value, bytes):
         if value:
-            stream[position[:, None] + np.arange(len(value))] = np.frombuffer(value, np.uint8)
+            words = np.frombuffer(value.ljust(-(-len(value) // 4) * 4, b"\0"), _UINT32)
+            stream.view(_UINT32)[(position >> 2)[:, None] + np.arange(len(words))] = words
         return
-    width = value.dtype.itemsize
-    chars = value.view(np.uint8).reshape(-1, width)
-    used = np.arange(width) < (lengths - 1)[:, None]
-    stream[(position[:, None] + np.arange(width))[used]] = chars[used]
+    rows = np.flatnonzero(lengths > 1)  # empty strings are a NUL, zero already
+    width = -(-value.dtype.itemsize // 4)
+    words = value[rows].astype(f"S{4 * width}").view(_UINT32).reshape(-1, width)
+    used = np.arange(width) < (lengths[rows] + 2)[:, None] // 4
+    stream.view(_UINT32)[((position[rows] >> 2)[:, None] + np.arange(width))[used]] = words[used]
 
 
 def marker_array_cdr(
@@ -373,7 +415,7 @@ def marker_array_cdr(
 ) -> bytes:
     """The serialized MarkerArray of ``MarkerBuilder.build(table, header)`` after a frame of
     ``previous`` clusters, with ``codec`` a :class:`RowCodec` of Marker (unchecked here: use
-    :class:`MarkerEncoder`)."""
+    :class:`MarkerEncoder`). Cluster ids are those of ``cluster_table``: non-negative."""
     count = len(table)
     stale = max(previous - count, 0)
     rows = 2 * (count + stale)
@@ -390,7 +432,7 @@ def marker_array_cdr(
 
     low = {axis: table[f"min_{axis}"].astype(np.float64) for axis in "xyz"}
     high = {axis: table[f"max_{axis}"].astype(np.float64) for axis in "xyz"}
-    colours = cluster_rgb(table["cluster_id"]) / 255.0
+    colours = _box_colours(1 << int(ids.max(initial=0)).bit_length())[table["cluster_id"]]
     labels = np.array(
         [
             b"%d (%d)" % pair
@@ -423,6 +465,14 @@ def marker_array_cdr(
     writer = _CdrWriter()
     writer.pack("I", rows)
     return b"".join((writer.value(), codec.encode(rows, columns, writer.position)))
+
+
+@functools.lru_cache(maxsize=2)
+def _box_colours(size: int) -> np.ndarray:
+    """Box colours of cluster ids ``0..size-1`` as MarkerBuilder computes them (read-only)."""
+    colours = cluster_rgb(np.arange(size)) / 255.0
+    colours.flags.writeable = False
+    return colours
 
 
 def _same_serialization(data: bytes, message: Any) -> bool:

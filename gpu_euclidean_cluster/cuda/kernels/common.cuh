@@ -1,8 +1,10 @@
 // Shared device code: the float32 neighbour rule and the two neighbour searches of Section 4.4.
 //
 // The neighbour rule must equal PCL's bit for bit: dx, dy, dz rounded to float32, then
-// ((dx*dx) + (dy*dy)) + (dz*dz) with every product and sum rounded separately. The module is
-// compiled with --fmad=false and the intrinsics below make the rounding explicit as well.
+// ((dx*dx) + (dy*dy)) + (dz*dz) with every product and sum rounded separately, compared with
+// float32(d_th^2) in IEEE arithmetic. CuPy compiles every module with -ftz=true, which would flush
+// subnormal differences, squares, sums and comparison operands to zero; the rule is therefore
+// written in inline PTX without .ftz (gradual underflow, as on the CPU), round-to-nearest each.
 
 typedef long long i64;
 
@@ -20,11 +22,41 @@ __device__ __forceinline__ float3 load_point(const float* __restrict__ P, int i)
     return make_float3(P[3 * i], P[3 * i + 1], P[3 * i + 2]);
 }
 
+__device__ __forceinline__ float ieee_sub(float a, float b) {
+    float r;
+    asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+__device__ __forceinline__ float ieee_mul(float a, float b) {
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+__device__ __forceinline__ float ieee_add(float a, float b) {
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+__device__ __forceinline__ bool ieee_less(float a, float b) {
+    unsigned int r;
+    asm("{\n\t.reg .pred p;\n\tsetp.lt.f32 p, %1, %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(r) : "f"(a), "f"(b));
+    return r != 0;
+}
+
 __device__ __forceinline__ float squared_distance(float3 a, float3 b) {
-    float dx = __fsub_rn(a.x, b.x);
-    float dy = __fsub_rn(a.y, b.y);
-    float dz = __fsub_rn(a.z, b.z);
-    return __fadd_rn(__fadd_rn(__fmul_rn(dx, dx), __fmul_rn(dy, dy)), __fmul_rn(dz, dz));
+    const float dx = ieee_sub(a.x, b.x);
+    const float dy = ieee_sub(a.y, b.y);
+    const float dz = ieee_sub(a.z, b.z);
+    return ieee_add(ieee_add(ieee_mul(dx, dx), ieee_mul(dy, dy)), ieee_mul(dz, dz));
+}
+
+// PCL's neighbour test: the float32 squared distance is below thr_sq = float32(d_th^2).
+__device__ __forceinline__ bool is_neighbour(float3 a, float3 b, float thr_sq) {
+    return ieee_less(squared_distance(a, b), thr_sq);
 }
 
 // Voxel coordinate along one axis, clamped to [0, dim - 1] exactly as the CPU twin does
@@ -62,7 +94,7 @@ __device__ __forceinline__ void visit_tile(const float4* tile, int count, int ba
 #pragma unroll 16
     for (int t = 0; t < count; ++t) {
         const float4 q = tile[t];
-        if (squared_distance(p, make_float3(q.x, q.y, q.z)) < thr_sq && base + t != i)
+        if (is_neighbour(p, make_float3(q.x, q.y, q.z), thr_sq) && base + t != i)
             visit(base + t);
     }
 }
@@ -113,7 +145,7 @@ __device__ void range_search(const float* __restrict__ SP, const int* __restrict
             for (int v = lower_bound(V, k, voxel_id(x_lo, y, z, g)); v < k && V[v] <= last; ++v) {
                 for (int s = S[v]; s < S[v + 1]; ++s) {
                     const int j = pid[s];
-                    if (j != i && squared_distance(p, load_point(SP, s)) < thr_sq) visit(j);
+                    if (j != i && is_neighbour(p, load_point(SP, s), thr_sq)) visit(j);
                 }
             }
         }

@@ -26,7 +26,7 @@ extern "C" __global__ void initial_ec(const float* P, int n, float thr_sq, int* 
         const int cc = labels[tid];
         const int rc = labels[j];
         __syncthreads();
-        if (tid > j && tid < valid && rc != cc && squared_distance(p, sp[j]) < thr_sq)
+        if (tid > j && tid < valid && rc != cc && is_neighbour(p, sp[j], thr_sq))
             status[cc] = 1;
         __syncthreads();
         if (status[cc]) labels[tid] = rc;

@@ -1,0 +1,142 @@
+"""What publishing the node's outputs costs in Python: message objects against CDR bytes.
+
+For a kitti_000001-sized labelled cloud (the frame from ``$LIDAR_DATA_DIR`` with ``cluster_id``
+and ``rgb`` appended, or random points of the same size when the file is absent) and a table of
+2000 clusters, :func:`measure_publish_cost` times, in one process with one subscription matched:
+
+- ``cloud_message``: ``cloud_to_message`` + ``publish`` of the message (the node today);
+- ``cloud_bytes``: ``point_cloud_cdr`` + ``publish`` of the bytes;
+- ``markers_message``: ``MarkerBuilder.build`` (and ``markers_message_publish``: + ``publish``);
+- ``markers_bytes``: ``MarkerEncoder.build`` (and ``markers_bytes_publish``: + ``publish``);
+- the build steps alone (``cloud_to_message``, ``point_cloud_cdr``).
+
+    python -m gpu_euclidean_cluster.bench.publish_cost    # prints the JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
+from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, from_structured
+from .cases import data_dir
+from .environment import cpu_model
+from .stats import median, p99, time_calls
+
+#: The frame whose size is measured, x y z intensity float32.
+FRAME = "kitti_000001.bin"
+#: Points of kitti_000001, for the random stand-in.
+FRAME_POINTS = 120_268
+#: Clusters of the marker table.
+CLUSTERS = 2000
+#: Seconds to wait for the subscriptions to match the publishers.
+MATCH_TIMEOUT_S = 5.0
+XYZI = np.dtype([(name, "<f4") for name in ("x", "y", "z", "intensity")])
+
+
+def labelled_frame(seed: int = 0) -> tuple[RawCloud, np.ndarray, str]:
+    """The labelled cloud, a table of :data:`CLUSTERS` clusters over its points, and its source.
+
+    Labels are random (every cluster gets points, some points none): costs depend on sizes,
+    not on which point is in which cluster.
+    """
+    path = data_dir() / FRAME
+    rng = np.random.default_rng(seed)
+    if path.is_file():
+        raw = np.fromfile(path, dtype="<f4").reshape(-1, 4)
+        source = str(path)
+    else:
+        raw = rng.uniform(-80.0, 80.0, (FRAME_POINTS, 4)).astype("<f4")
+        source = f"random ({FRAME} not found)"
+    points = np.ascontiguousarray(raw).view(XYZI).reshape(-1)
+    labels = rng.integers(-1, CLUSTERS, len(points)).astype(np.int32)
+    labels[:CLUSTERS] = np.arange(CLUSTERS)
+    cloud = append_fields(
+        from_structured(points), {"cluster_id": labels, "rgb": pack_rgb(cluster_rgb(labels))}
+    )
+    xyz = np.stack([points[axis] for axis in "xyz"], axis=1)
+    return cloud, cluster_table(xyz, labels, CLUSTERS), source
+
+
+def measure_publish_cost(
+    warmup: int = 3, repeats: int = 50, budget_s: float = 5.0, seed: int = 0
+) -> dict[str, Any]:
+    """Median and p99 milliseconds of each way to build and publish (see the module doc).
+
+    Each case runs ``warmup`` times untimed, then up to ``repeats`` times within ``budget_s``
+    seconds. Publishers and the subscription (never spun: it keeps the last sample) live in a
+    fresh rclpy context of this process.
+    """
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import PointCloud2
+    from std_msgs.msg import Header
+    from visualization_msgs.msg import MarkerArray
+
+    from ..ros.cloud_messages import cloud_to_message
+    from ..ros.markers import MarkerBuilder
+    from ..ros.serialized import MarkerEncoder, point_cloud_cdr
+
+    cloud, table, source = labelled_frame(seed)
+    header = Header(frame_id="velodyne")
+    header.stamp.sec, header.stamp.nanosec = 1_700_000_000, 123_456_789
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("publish_cost", context=context)
+    try:
+        qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+        cloud_pub = node.create_publisher(PointCloud2, "publish_cost/labeled_points", qos)
+        marker_pub = node.create_publisher(MarkerArray, "publish_cost/markers", qos)
+        node.create_subscription(PointCloud2, "publish_cost/labeled_points", _ignore, qos)
+        node.create_subscription(MarkerArray, "publish_cost/markers", _ignore, qos)
+        deadline = time.monotonic() + MATCH_TIMEOUT_S
+        while cloud_pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        builder, encoder = MarkerBuilder(), MarkerEncoder()
+        cases: dict[str, Callable[[], Any]] = {
+            "cloud_to_message": lambda: cloud_to_message(cloud, header),
+            "point_cloud_cdr": lambda: point_cloud_cdr(cloud, header),
+            "cloud_message": lambda: cloud_pub.publish(cloud_to_message(cloud, header)),
+            "cloud_bytes": lambda: cloud_pub.publish(point_cloud_cdr(cloud, header)),
+            "markers_message": lambda: builder.build(table, header),
+            "markers_bytes": lambda: encoder.build(table, header),
+            "markers_message_publish": lambda: marker_pub.publish(builder.build(table, header)),
+            "markers_bytes_publish": lambda: marker_pub.publish(encoder.build(table, header)),
+        }
+        timings = {}
+        for name, case in cases.items():
+            timed = time_calls(case, warmup, repeats, budget_s)
+            timings[name] = {
+                "median_ms": median(timed.samples_ms),
+                "p99_ms": p99(timed.samples_ms),
+                "runs": len(timed.samples_ms),
+            }
+        markers = encoder.build(table, header)
+        return {
+            "frame": source,
+            "points": cloud.num_points,
+            "cloud_cdr_bytes": len(point_cloud_cdr(cloud, header)),
+            "clusters": CLUSTERS,
+            "marker_cdr_bytes": len(markers) if isinstance(markers, bytes) else None,
+            "subscriptions_matched": cloud_pub.get_subscription_count(),
+            "cpu": cpu_model(),
+            "load_average": os.getloadavg(),  # other work on the machine skews the timings
+            "timings": timings,
+        }
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def _ignore(message: Any) -> None:
+    """A subscription callback (the subscription is never spun)."""
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure_publish_cost(), indent=2))

@@ -1,0 +1,225 @@
+"""The ``union_find`` labelling method on the GPU: neighbour search fused with union-find.
+
+No adjacency list, no edge list: each neighbour pair found is unioned at once (O(N) memory
+whatever the degree), and no host synchronisation anywhere in the method.
+
+Range search (RS) builds the voxel grid of the paper's Section 4.4 (Algorithm 7), but as a hash
+grid of *clique cells* (side ``sqrt(T / 3) * (1 - CELL_MARGIN)``, ``T = float32(d_th**2)``): any two
+points of a cell are neighbours under the float32 rule, so a cell is connected before any distance
+is computed (FDBSCAN-DenseBox's dense boxes, Prokopenko et al., ICPP'23, for every cell) and the
+union-find runs over cells. A pair of adjacent cells (the 62 forward offsets of the 5 x 5 x 5
+stencil) is merged at its first neighbour pair and skipped when both cells already share a root.
+The union-find is ECL-CC's (Jaiganesh & Burtscher, HPDC'18): atomicCAS hooking of the larger root
+under the smaller, find with intermediate pointer jumping. The grid build replaces the sort and
+the scan of Algorithm 7 with one hash insert per point and an atomic bump allocation per cell.
+
+Exhaustive search (ES) tiles all pairs ``j > i`` through shared memory (``exhaustive_search`` in
+``common.cuh``) and unions each neighbour pair it finds.
+
+Kernel launches per call: RS 7 (init, bbox, insert, alloc, scatter, link, finish), ES 3 (init,
+link, finish); host synchronisations: none (``UnionFindLabelling.dense_cells_used`` and
+``num_cells`` read the device when asked, and only then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import ClassVar
+
+import cupy
+import numpy as np
+
+from ..core.clique_cells import GAP_LIMIT, clique_cell_side
+from ..core.config import SEARCHES
+from ..core.neighbour_rule import threshold_sq
+from .module import THREADS, blocks
+
+#: Threads per block of the link kernels (ES needs exactly its tile size, ES_TILE in common.cuh).
+ES_TILE = 256
+
+#: Resident blocks per SM of ``uf_link_cells`` (UF_LINK_BLOCKS_PER_SM in union_find.cu, whose
+#: ``__launch_bounds__`` guarantees it) and of ``uf_link_exhaustive`` (32 registers, 4 KiB shared).
+LINK_BLOCKS_PER_SM = 4
+ES_BLOCKS_PER_SM = 8
+BBOX_BLOCKS_PER_SM = 2
+
+
+@dataclass
+class UnionFindLabelling:
+    """Result of :func:`label_union_find`.
+
+    Attributes:
+        components: int32 (N,) on the device; equal ids exactly for connected points. Ids are point
+            indices (the first point of the root cell, or the root point), so they lie in [0, N).
+        search: ``"range"`` or ``"exhaustive"``.
+        grid_attempted: the host chose the clique-cell grid (RS, T finite and >= 2^-100); the
+            device may still have fallen back to ES for a cloud too wide for the grid.
+        launches: kernel launches made (no host synchronisation was made).
+        status: uint64 (2,) on the device for RS: ``(cells << 32) | points`` and 1 if the grid ran.
+    """
+
+    components: cupy.ndarray
+    search: str
+    grid_attempted: bool
+    launches: int
+    status: cupy.ndarray | None = None
+
+    @property
+    def dense_cells_used(self) -> bool:
+        """Whether clique (dense) cells were used; reads the device (synchronises) when asked."""
+        return self.status is not None and int(self.status[1]) == 1
+
+    @property
+    def num_cells(self) -> int:
+        """Non-empty clique cells (0 without the grid); reads the device when asked."""
+        return 0 if self.status is None else int(self.status[0]) >> 32
+
+
+@cache
+def _sm_count(device_id: int) -> int:
+    return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
+
+
+class _Kernels:
+    """``module.get_function`` once per kernel name and module."""
+
+    _cache: ClassVar[dict[tuple[int, str], tuple[cupy.RawModule, object]]] = {}
+
+    @classmethod
+    def get(cls, module: cupy.RawModule, name: str):
+        key = (id(module), name)
+        hit = cls._cache.get(key)
+        if hit is None or hit[0] is not module:
+            hit = (module, module.get_function(name))
+            cls._cache[key] = hit
+        return hit[1]
+
+
+def table_capacity(n: int) -> int:
+    """Hash-table slots for ``n`` points: a power of two >= 2n (load factor <= 1/2)."""
+    return 1 << max(5, (2 * n - 1).bit_length())
+
+
+def label_union_find(
+    module: cupy.RawModule, points: cupy.ndarray, d_th: float, search: str = "range"
+) -> UnionFindLabelling:
+    """Connected components of the float32 neighbour graph of ``points`` at ``d_th``.
+
+    Args:
+        module: the compiled RawModule holding ``common.cuh`` and ``union_find.cu``.
+        points: finite float32 (N, 3) on the current device.
+        d_th: distance threshold; neighbours satisfy ``((dx*dx + dy*dy) + dz*dz) < float32(d_th²)``.
+        search: ``"range"`` (clique-cell hash grid) or ``"exhaustive"`` (all pairs, tiled).
+    """
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    n = int(points.shape[0])
+    if n == 0:
+        return UnionFindLabelling(cupy.empty(0, dtype=cupy.int32), search, False, 0)
+    with np.errstate(over="ignore"):  # d_th**2 beyond float32: T = inf
+        thr = threshold_sq(d_th)
+    if n == 1 or not thr > 0:  # no pair can satisfy S < T when T <= 0 (or NaN)
+        return UnionFindLabelling(cupy.arange(n, dtype=cupy.int32), search, False, 1)
+    points = cupy.ascontiguousarray(points, dtype=cupy.float32)
+    side = clique_cell_side(thr)
+    if search == "range" and side is not None:
+        return _label_grid(module, points, thr, side)
+    return _label_exhaustive(module, points, thr, search)
+
+
+def _label_grid(
+    module: cupy.RawModule, points: cupy.ndarray, thr: np.float32, side: float
+) -> UnionFindLabelling:
+    n = int(points.shape[0])
+    cap = table_capacity(n)
+    sm = _sm_count(cupy.cuda.runtime.getDevice())
+    keys = cupy.empty(cap, dtype=cupy.int64)
+    cnt = cupy.empty(cap, dtype=cupy.int32)
+    start = cupy.empty(cap, dtype=cupy.int32)
+    parent = cupy.empty(cap, dtype=cupy.int32)  # cells by slot; points if the device falls back
+    cells = cupy.empty(n, dtype=cupy.int32)
+    slot_of = cupy.empty(n, dtype=cupy.int32)
+    sorted_points = cupy.empty((n, 4), dtype=cupy.float32)
+    spid = cupy.empty(n, dtype=cupy.int32)
+    bbox = cupy.empty(6, dtype=cupy.uint32)
+    status = cupy.empty(2, dtype=cupy.uint64)
+    components = cupy.empty(n, dtype=cupy.int32)  # holds each point's rank in its cell until finish
+    n32, cap32, mask = np.int32(n), np.int32(cap), np.int32(cap - 1)
+    inv_h = np.float64(1.0 / side)
+
+    grid_n, grid_cap = blocks(n), blocks(cap)
+    # One warp per cell (k <= n cells), every block resident at once, grid-stride beyond.
+    link_grid = (min(LINK_BLOCKS_PER_SM * sm, -(-n // (ES_TILE // 32))),)
+    bbox_grid = (min(grid_n[0], BBOX_BLOCKS_PER_SM * sm),)
+    launches: list[tuple[str, tuple[int], int, tuple]] = [
+        ("uf_init", grid_cap, THREADS, (cap32, np.int32(1), keys, cnt, parent, bbox, status)),
+        ("uf_bbox", bbox_grid, THREADS, (points, n32, bbox)),
+        (
+            "uf_insert",
+            grid_n,
+            THREADS,
+            (points, n32, bbox, inv_h, keys, cnt, mask, slot_of, components),
+        ),
+        ("uf_alloc", grid_cap, THREADS, (bbox, inv_h, cnt, cap32, status, start, cells)),
+        (
+            "uf_scatter",
+            grid_n,
+            THREADS,
+            (points, n32, bbox, inv_h, slot_of, components, start, sorted_points, spid),
+        ),
+        (
+            "uf_link_cells",
+            link_grid,
+            ES_TILE,
+            (
+                points,
+                n32,
+                thr,
+                bbox,
+                inv_h,
+                np.float64(GAP_LIMIT),
+                keys,
+                cnt,
+                start,
+                cells,
+                status,
+                mask,
+                sorted_points,
+                parent,
+            ),
+        ),
+        (
+            "uf_finish",
+            grid_n,
+            THREADS,
+            (n32, np.int32(1), bbox, inv_h, parent, slot_of, start, spid, components),
+        ),
+    ]
+    for name, grid, block, args in launches:
+        _Kernels.get(module, name)(grid, (block,), args)
+    return UnionFindLabelling(components, "range", True, len(launches), status)
+
+
+def _label_exhaustive(
+    module: cupy.RawModule, points: cupy.ndarray, thr: np.float32, search: str
+) -> UnionFindLabelling:
+    n = int(points.shape[0])
+    sm = _sm_count(cupy.cuda.runtime.getDevice())
+    parent = cupy.empty(n, dtype=cupy.int32)
+    components = cupy.empty(n, dtype=cupy.int32)
+    n32 = np.int32(n)
+    tiles = -(-n // ES_TILE)
+    # Unused pointer arguments get `parent` (never dereferenced with with_grid = 0 / grid = 0).
+    _Kernels.get(module, "uf_init")(
+        blocks(n), (THREADS,), (n32, np.int32(0), parent, parent, parent, parent, parent)
+    )
+    _Kernels.get(module, "uf_link_exhaustive")(
+        (min(tiles, ES_BLOCKS_PER_SM * sm),), (ES_TILE,), (points, n32, thr, parent)
+    )
+    _Kernels.get(module, "uf_finish")(
+        blocks(n),
+        (THREADS,),
+        (n32, np.int32(0), parent, np.float64(0.0), parent, parent, parent, parent, components),
+    )
+    return UnionFindLabelling(components, search, False, 3)
