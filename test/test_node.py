@@ -245,7 +245,7 @@ def test_invalid_parameter_sets_rejected_with_reasons(ros):
         (read_only,) = peer.set_parameters(NAME, backend="cuda")
         assert not read_only.successful and "read-only" in read_only.reason
         current = peer.get_parameters(NAME, "method", "d_th", "min_cluster_size", "backend")
-        assert [current[0].string_value, current[1].double_value] == ["edge", 0.5]
+        assert [current[0].string_value, current[1].double_value] == ["auto", 0.5]
         assert [current[2].integer_value, current[3].string_value] == [1, "cpu"]
         assert node.settings == expected
         assert expected.cluster == before.cluster.with_changes(max_cluster_size=1000)

@@ -9,6 +9,7 @@ import pytest
 
 from gpu_euclidean_cluster import euclidean_cluster
 from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
+from gpu_euclidean_cluster.core.memory import StructureTooLargeError
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
 from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
@@ -38,7 +39,8 @@ def _cloud(xyz: np.ndarray):
 
 
 class _OutOfMemoryGpu(CpuBackend):
-    """A 'GPU' whose labelling always runs out of memory."""
+    """A 'GPU' whose labelling runs out of memory (CuPy's error: always; a structure too large:
+    for every method but union_find)."""
 
     name = "cuda"
     device = "Fake GPU"
@@ -47,6 +49,8 @@ class _OutOfMemoryGpu(CpuBackend):
         self.error = error
 
     def label(self, points, config, clock):
+        if isinstance(self.error, StructureTooLargeError) and config.method == "union_find":
+            return super().label(points, config, clock)
         raise self.error
 
 
@@ -102,17 +106,30 @@ def test_frame_matches_library_and_flattening_merges_layers():
     assert flat.table[0]["max_z"] == pytest.approx(xyz[:, 2].max()), "boxes use the real z"
 
 
-@pytest.mark.parametrize("kind", ["matrix", "cupy"])
-def test_out_of_memory_frame_falls_back_to_cpu(kind):
-    if kind == "matrix":
-        error: Exception = MatrixMemoryError(100_000, 2**34, 2**30)
-    else:
-        error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})()
+def test_out_of_memory_frame_falls_back_to_cpu():
+    error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})()
     assert is_out_of_memory(error)
     processor = FrameProcessor(_OutOfMemoryGpu(error))
     xyz = np.random.default_rng(1).uniform(0, 5, (200, 3))
     output = processor.process(_cloud(xyz), NodeSettings())
     assert output.result.backend == "cpu" and "out of memory" in output.fallback_reason
+    expected = euclidean_cluster(xyz, 0.5, backend="cpu")
+    np.testing.assert_array_equal(output.result.labels, expected.labels)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [MatrixMemoryError(100_000, 2**34, 2**30), StructureTooLargeError("edge", "E", 9, "budget")],
+)
+def test_structure_too_large_frame_runs_with_union_find_on_the_same_backend(error):
+    assert not is_out_of_memory(error)
+    processor = FrameProcessor(_OutOfMemoryGpu(error))
+    xyz = np.random.default_rng(1).uniform(0, 5, (200, 3))
+    settings = NodeSettings(cluster=ClusterConfig(method="matrix"))
+    output = processor.process(_cloud(xyz), settings)
+    assert output.result.backend == "cuda" and output.result.method == "union_find"
+    assert "frame run with union_find" in output.fallback_reason
+    assert "use method 'union_find' or 'auto'" in output.fallback_reason
     expected = euclidean_cluster(xyz, 0.5, backend="cpu")
     np.testing.assert_array_equal(output.result.labels, expected.labels)
 

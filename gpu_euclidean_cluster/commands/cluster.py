@@ -88,7 +88,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load, cluster, report; expected failures raise CommandError/ValueError/OSError."""
     from ..clusterer import EuclideanClusterer
-    from ..cuda.matrix_memory import MatrixMemoryError
+    from ..core.memory import StructureTooLargeError
     from ..pointcloud_io import detect_format, load_points
 
     config = config_from_args(args)
@@ -103,12 +103,12 @@ def run(args: argparse.Namespace) -> int:
     clusterer = EuclideanClusterer(config, backend=args.backend)
     try:
         result = clusterer.cluster(cloud.xyz)
-    except MatrixMemoryError as error:
+    except StructureTooLargeError as error:
         raise CommandError(str(error)) from None
     except MemoryError as error:
         raise CommandError(
             f"out of memory clustering {len(cloud.xyz)} points at d_th {config.d_th} m with "
-            f"method {config.method} ({type(error).__name__}: {error}); lower --d-th"
+            f"method {config.method} ({type(error).__name__}: {error})"
         ) from None
     if args.labels_out:
         write_labels(args.labels_out, result.labels)

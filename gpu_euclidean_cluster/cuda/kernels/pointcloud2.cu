@@ -1,0 +1,525 @@
+// The node's frame pipeline on the GPU: sensor_msgs/PointCloud2 decode, the plausibility and
+// range/height window mask, the labelled output payload and the per-cluster table, bit for bit
+// equal to the NumPy path (pointcloud2.read_xyz, frame_processor.FrameProcessor.process /
+// clip_mask / _flatten, pointcloud2.append_fields, cluster_stats.cluster_rgb / pack_rgb /
+// cluster_table). Every name here starts with pc2_. Loaded by cuda/frame_pipeline.py, which
+// compiles it after common.cuh with --fmad=false.
+//
+// With --fmad=false each product and sum below is rounded on its own, exactly as NumPy (which
+// never contracts) rounds it; the window mask also spells its double operations out (__dmul_rn,
+// __dadd_rn). Where NumPy's result depends on an order of operations (pairwise summation, the
+// unrolled minimum/maximum reduction), the kernels reproduce that order; frame_pipeline.py says
+// which NumPy behaviour.
+
+// sensor_msgs/PointField datatypes.
+#define PC2_INT8 1
+#define PC2_UINT8 2
+#define PC2_INT16 3
+#define PC2_UINT16 4
+#define PC2_INT32 5
+#define PC2_UINT32 6
+#define PC2_FLOAT32 7
+#define PC2_FLOAT64 8
+
+// NumPy's pairwise summation: blocks of at most PC2_PW_BLOCK elements are summed with eight
+// accumulators; the cluster table gives every GPU thread PC2_TABLE_CHUNK positions to look at.
+#define PC2_PW_BLOCK 128
+#define PC2_TABLE_CHUNK 64
+#define PC2_MAX_DEPTH 40
+
+// Words of the status buffer: error flags of encode, finite points decode found implausible.
+#define PC2_STATUS_ERROR 0
+#define PC2_STATUS_IMPLAUSIBLE 1
+
+__device__ __forceinline__ int pc2_type_size(int type) {
+    return type <= PC2_UINT8 ? 1 : type <= PC2_UINT16 ? 2 : type <= PC2_FLOAT32 ? 4 : 8;
+}
+
+// The `size` bytes at p as an unsigned integer, read in the cloud's byte order.
+__device__ __forceinline__ unsigned long long pc2_load_bytes(const unsigned char* p, int size,
+                                                             bool big_endian) {
+    unsigned long long u = 0;
+    if (big_endian) {
+        for (int k = 0; k < size; ++k) u = (u << 8) | p[k];
+    } else {
+        for (int k = size - 1; k >= 0; --k) u = (u << 8) | p[k];
+    }
+    return u;
+}
+
+// ------------------------------------------------------------------------------------------------
+// float32 <-> float64 as x86 converts them (cvtss2sd / cvtsd2ss: exact widening, rounding to
+// nearest even, subnormals kept, NaN quietened with its payload kept). CuPy compiles every module
+// with -ftz=true, which flushes subnormal float32 operands and results of single-precision
+// instructions (conversions and comparisons included), so float32 values are only ever handled
+// as bits here and all arithmetic is done in double.
+
+__device__ __forceinline__ double pc2_f32_to_f64(unsigned b) {
+    const unsigned long long sign = (unsigned long long)(b >> 31) << 63;
+    const unsigned e = (b >> 23) & 0xffu;
+    const unsigned long long m = b & 0x7fffffu;
+    if (e == 0xffu) {  // infinity, or NaN made quiet
+        return __longlong_as_double((long long)(sign | 0x7ff0000000000000ull | (m << 29) |
+                                                (m ? 0x0008000000000000ull : 0ull)));
+    }
+    if (e == 0) {  // zero or subnormal: m * 2^-149, exact in double
+        const double magnitude = (double)m * 0x1p-149;
+        return sign ? -magnitude : magnitude;
+    }
+    return __longlong_as_double((long long)(sign | ((unsigned long long)(e + 896) << 52) |
+                                            (m << 29)));
+}
+
+__device__ __forceinline__ unsigned pc2_f64_to_f32(double d) {
+    const unsigned long long u = (unsigned long long)__double_as_longlong(d);
+    const unsigned sign = (unsigned)(u >> 63) << 31;
+    if (isnan(d)) return sign | 0x7fc00000u | (unsigned)((u >> 29) & 0x7fffffu);
+    const double a = fabs(d);
+    if (a < 0x1p-126) {  // a float subnormal (or zero): round a / 2^-149 to an integer
+        return sign | (unsigned)rint(a * 0x1p149);  // 2^23 is FLT_MIN's pattern
+    }
+    return sign | __float_as_uint(__double2float_rn(a));  // a normal result or infinity
+}
+
+// One coordinate field as read_xyz gives it in its dtype D (double when f64, else float): the
+// exact value (as a double) and the bits of D. Every value of a field that read_xyz puts in a
+// float32 result (int8/16, uint8/16, float32) is exact in float32, so *value is always the
+// float64 value of the coordinate that clip_mask and the plausibility test compare.
+__device__ void pc2_coord(const unsigned char* p, int type, bool big_endian, bool f64,
+                          double* value, unsigned long long* bits) {
+    const unsigned long long u = pc2_load_bytes(p, pc2_type_size(type), big_endian);
+    double v;
+    switch (type) {
+        case PC2_INT8: v = (double)(signed char)(u & 0xffu); break;
+        case PC2_UINT8: v = (double)(unsigned)(u & 0xffu); break;
+        case PC2_INT16: v = (double)(short)(u & 0xffffu); break;
+        case PC2_UINT16: v = (double)(unsigned)(u & 0xffffu); break;
+        case PC2_INT32: v = (double)(int)(unsigned)u; break;
+        case PC2_UINT32: v = (double)(unsigned)u; break;
+        case PC2_FLOAT32:
+            v = pc2_f32_to_f64((unsigned)u);
+            if (!f64) {
+                *value = v;
+                *bits = u;
+                return;
+            }
+            break;
+        default:  // PC2_FLOAT64 (only in a float64 cloud)
+            *value = __longlong_as_double((long long)u);
+            *bits = u;
+            return;
+    }
+    *value = v;
+    *bits = f64 ? (unsigned long long)__double_as_longlong(v) : pc2_f64_to_f32(v);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Decode: x, y, z of point i (row i / width, column i % width) into
+//   points[i]  float32 bits of x, y, z for clustering (z = +0 where finite when use_height is 0),
+//   mask[i]    FrameProcessor's clustering mask: plausible (every |coordinate| <= max_coordinate,
+//              in double) and inside clip_mask's window: x*x + y*y in double (each product and
+//              the sum rounded once, no FMA) within [min_range_sq, max_range_sq], z within
+//              [min_z, max_z]; NaN compares false. The window is always applied: the default
+//              (0, inf, -inf, inf) keeps every plausible point, as FrameProcessor skipping
+//              clip_mask does (a plausible coordinate is finite or, with max_coordinate = inf,
+//              infinite, and both pass the default window),
+//   table32/64 x, y, z in the cloud's dtype (float32 / float64 bits; when write_table is 1),
+// and counts the finite points that are not plausible in status[PC2_STATUS_IMPLAUSIBLE].
+// The cloud's dtype (read_xyz's) is float64 when coords_f64 is 1, else float32.
+
+extern "C" __global__ void pc2_decode(const unsigned char* __restrict__ raw, int n, int width,
+                                      long long row_step, int point_step, int off_x, int type_x,
+                                      int off_y, int type_y, int off_z, int type_z,
+                                      int big_endian, int coords_f64, int use_height,
+                                      double min_range_sq, double max_range_sq, double min_z,
+                                      double max_z, double max_coordinate, int write_table,
+                                      unsigned* __restrict__ points, bool* __restrict__ mask,
+                                      unsigned* __restrict__ table32,
+                                      unsigned long long* __restrict__ table64, int* status) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int row = i / width;
+    const int col = i - row * width;
+    const unsigned char* p = raw + row * row_step + (long long)col * point_step;
+    const bool big = big_endian != 0, f64 = coords_f64 != 0;
+    double v[3];
+    unsigned long long b[3];
+    pc2_coord(p + off_x, type_x, big, f64, &v[0], &b[0]);
+    pc2_coord(p + off_y, type_y, big, f64, &v[1], &b[1]);
+    pc2_coord(p + off_z, type_z, big, f64, &v[2], &b[2]);
+    const bool plausible = fabs(v[0]) <= max_coordinate && fabs(v[1]) <= max_coordinate &&
+                           fabs(v[2]) <= max_coordinate;
+    if (!plausible && isfinite(v[0]) && isfinite(v[1]) && isfinite(v[2])) {
+        atomicAdd(&status[PC2_STATUS_IMPLAUSIBLE], 1);
+    }
+    const double r2 = __dadd_rn(__dmul_rn(v[0], v[0]), __dmul_rn(v[1], v[1]));
+    mask[i] = plausible && r2 >= min_range_sq && r2 <= max_range_sq && v[2] >= min_z &&
+              v[2] <= max_z;
+    const long long o = 3 * (long long)i;
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        if (write_table) {
+            if (f64) table64[o + k] = b[k];
+            else table32[o + k] = (unsigned)b[k];
+        }
+        unsigned out = f64 ? pc2_f64_to_f32(v[k]) : (unsigned)b[k];
+        if (k == 2 && !use_height && isfinite(v[2])) out = 0u;  // +0.0
+        points[o + k] = out;
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Encode: the labelled payload of append_fields(cloud, {"cluster_id": labels, "rgb": colours}).
+// One thread per 4-byte word of the output: bytes below in_step are the point's input bytes,
+// cluster_id and rgb sit in their (4-aligned) words in the cloud's byte order, the rest is zero.
+// It also writes the sort keys of the cluster table ((label + 1) << 32 | index) and flags labels
+// outside [-1, num_clusters) in err (bit 1: >= num_clusters when num_clusters > 0, bit 2: < -1).
+
+// cluster_rgb + pack_rgb: HSV colour of the id (golden-ratio hue steps), in float64 as NumPy.
+__device__ unsigned pc2_packed_rgb(int label) {
+    if (label < 0) return (128u << 16) | (128u << 8) | 128u;
+    const double hue = fmod((double)label * 0.618033988749895, 1.0);
+    const double h6 = hue * 6.0;
+    const double sector = floor(h6);
+    const double f = h6 - sector;
+    const double saturation = 0.85, value = 1.0;
+    const double v = value;
+    const double p = value * (1.0 - saturation);
+    const double q = value * (1.0 - saturation * f);
+    const double t = value * (1.0 - saturation * (1.0 - f));
+    double r, g, b;
+    switch (((long long)sector) % 6) {
+        case 0: r = v; g = t; b = p; break;
+        case 1: r = q; g = v; b = p; break;
+        case 2: r = p; g = v; b = t; break;
+        case 3: r = p; g = q; b = v; break;
+        case 4: r = t; g = p; b = v; break;
+        default: r = v; g = p; b = q; break;
+    }
+    const unsigned ri = (unsigned)rint(r * 255.0) & 0xffu;
+    const unsigned gi = (unsigned)rint(g * 255.0) & 0xffu;
+    const unsigned bi = (unsigned)rint(b * 255.0) & 0xffu;
+    return (ri << 16) | (gi << 8) | bi;
+}
+
+extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int n, int width,
+                                      long long row_step, int in_step, int out_words,
+                                      int cid_word, int rgb_word, int big_endian,
+                                      const int* __restrict__ labels, int num_clusters,
+                                      unsigned* __restrict__ out,
+                                      unsigned long long* __restrict__ keys, int* err) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t >= (long long)n * out_words) return;
+    const int i = (int)(t / out_words);
+    const int w = (int)(t - (long long)i * out_words);
+    unsigned word;
+    if (w == cid_word || w == rgb_word) {
+        const int label = labels[i];
+        if (w == cid_word) {
+            word = (unsigned)label;
+            keys[i] = ((unsigned long long)(unsigned)(label + 1) << 32) | (unsigned)i;
+            if (label < -1) atomicOr(err, 2);
+            if (num_clusters > 0 && label >= num_clusters) atomicOr(err, 1);
+        } else {
+            word = pc2_packed_rgb(label);
+        }
+        if (big_endian) word = __byte_perm(word, 0u, 0x0123);
+    } else {
+        const int row = i / width;
+        const int col = i - row * width;
+        const unsigned char* p = raw + row * row_step + (long long)col * in_step + 4 * w;
+        const int avail = in_step - 4 * w;  // input bytes left in this word
+        if (avail >= 4 && ((in_step | row_step) & 3) == 0) {
+            word = *(const unsigned*)p;
+        } else {
+            word = 0u;
+            for (int k = 0; k < 4 && k < avail; ++k) word |= (unsigned)p[k] << (8 * k);
+        }
+    }
+    out[t] = word;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Cluster table: cluster_table(xyz, labels, K) of cluster_stats.py, from the keys sorted (so the
+// points of cluster c are at sorted positions starts[c] .. starts[c + 1] - 1, in index order).
+//
+// NumPy computes, per cluster, sum = x[0] + pairwise(x[1:]) (np.add.reduceat copies the first
+// element, then reduces the rest with the pairwise sum of loops_utils.h: blocks <= 128 with 8
+// accumulators, larger ranges split at n/2 rounded down to a multiple of 8), and min/max with the
+// 8x unrolled strided reduction of loops_minmax (x86: ties between +0 and -0 go to the second
+// operand). Both are reproduced here:
+//   * the pairwise tree's leaves (64..128 elements) are summed by one thread each, exactly as
+//     NumPy sums a leaf; threads then climb the tree, the second child to arrive at a node adds
+//     left + right (a generation-stamped flag per node tells who is second);
+//   * min/max: the element NumPy's reduction returns is the extreme value whose "priority"
+//     (pc2_minmax_priority) is highest among the equal ones, so (value, priority) pairs can be
+//     combined in any order.
+
+struct pc2_Partial {
+    double sum[3];
+    double lo[3], hi[3];
+    int plo[3], phi[3];
+};
+
+// Order in which NumPy's minimum/maximum reduction of m elements meets a tied element: element
+// r of the m (after the copied first element, priority 0) sits in lane r % 8, block r / 8 of the
+// unrolled part (the first 8 * (m / 8) elements when m >= 8) or in the scalar tail. Every binary
+// step of the reduction has lower priorities on its first operand than on its second.
+__device__ __forceinline__ int pc2_minmax_priority(int r, int m) {
+    const int blocks = m >> 3;
+    if (r < 8 * blocks) return 1 + (r & 7) * blocks + (r >> 3);
+    return 1 + r;
+}
+
+// Tie key of an element (the higher key wins between equal values, i.e. +0 and -0):
+//   tie_mode 0: the second operand wins a tie (x86 SSE minsd/maxsd, NumPy <= 2.4): priority;
+//   tie_mode 1: the first operand wins (C `a <= b ? a : b`, NumPy's Highway loops): -priority;
+//   tie_mode 2: -0 < +0 (IEEE 754-2019 minimum/maximum, aarch64 fmin/fmax): the sign decides.
+__device__ __forceinline__ int pc2_tie_key(double v, int prio, int tie_mode, bool minimum) {
+    if (tie_mode == 0) return prio;
+    if (tie_mode == 1) return -prio;
+    return (signbit(v) != 0) == minimum ? 1 : 0;
+}
+
+__device__ __forceinline__ void pc2_take_extremes(pc2_Partial& a, const double* v, int prio,
+                                                  int tie_mode) {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        const int klo = pc2_tie_key(v[k], prio, tie_mode, true);
+        const int khi = pc2_tie_key(v[k], prio, tie_mode, false);
+        if (v[k] < a.lo[k] || (v[k] == a.lo[k] && klo > a.plo[k])) {
+            a.lo[k] = v[k];
+            a.plo[k] = klo;
+        }
+        if (v[k] > a.hi[k] || (v[k] == a.hi[k] && khi > a.phi[k])) {
+            a.hi[k] = v[k];
+            a.phi[k] = khi;
+        }
+    }
+}
+
+// left + right in NumPy's order (pairwise(left) + pairwise(right)); extremes by tie key.
+__device__ __forceinline__ pc2_Partial pc2_combine(const pc2_Partial& left,
+                                                   const pc2_Partial& right) {
+    pc2_Partial out = left;
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        out.sum[k] = left.sum[k] + right.sum[k];
+        if (right.lo[k] < out.lo[k] || (right.lo[k] == out.lo[k] && right.plo[k] > out.plo[k])) {
+            out.lo[k] = right.lo[k];
+            out.plo[k] = right.plo[k];
+        }
+        if (right.hi[k] > out.hi[k] || (right.hi[k] == out.hi[k] && right.phi[k] > out.phi[k])) {
+            out.hi[k] = right.hi[k];
+            out.phi[k] = right.phi[k];
+        }
+    }
+    return out;
+}
+
+__device__ __forceinline__ void pc2_store_partial(pc2_Partial* dst, const pc2_Partial& p) {
+    *dst = p;
+}
+
+__device__ __forceinline__ pc2_Partial pc2_load_partial(const pc2_Partial* src) {
+    // Around L1 (not coherent): the sibling was written by another SM.
+    pc2_Partial p;
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        p.sum[k] = __ldcg(&src->sum[k]);
+        p.lo[k] = __ldcg(&src->lo[k]);
+        p.hi[k] = __ldcg(&src->hi[k]);
+        p.plo[k] = __ldcg(&src->plo[k]);
+        p.phi[k] = __ldcg(&src->phi[k]);
+    }
+    return p;
+}
+
+// The table's coordinates: float32 or float64 bit patterns (read_xyz's dtype), as doubles.
+__device__ __forceinline__ double pc2_coord_value(const unsigned* xyz, long long k) {
+    return pc2_f32_to_f64(xyz[k]);
+}
+__device__ __forceinline__ double pc2_coord_value(const unsigned long long* xyz, long long k) {
+    return __longlong_as_double((long long)xyz[k]);
+}
+
+template <typename C>
+__device__ __forceinline__ void pc2_load_xyz(const C* __restrict__ xyz,
+                                             const unsigned long long* __restrict__ keys, int pos,
+                                             double* v) {
+    const long long i = (long long)(unsigned)(keys[pos] & 0xffffffffull);
+    v[0] = pc2_coord_value(xyz, 3 * i);
+    v[1] = pc2_coord_value(xyz, 3 * i + 1);
+    v[2] = pc2_coord_value(xyz, 3 * i + 2);
+}
+
+// The leaf [a, a + len) of the m elements after the first, which sit from sorted position base.
+// Fewer than 8 elements are added to `zero` (NumPy >= 2 starts from -0.0, older from +0.0).
+template <typename C>
+__device__ pc2_Partial pc2_leaf(const C* __restrict__ xyz,
+                                const unsigned long long* __restrict__ keys, int base, int a,
+                                int len, int m, double zero, int tie_mode) {
+    pc2_Partial p;
+    double v[3];
+    pc2_load_xyz(xyz, keys, base + a, v);
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+        p.lo[k] = p.hi[k] = v[k];
+        p.plo[k] = pc2_tie_key(v[k], pc2_minmax_priority(a, m), tie_mode, true);
+        p.phi[k] = pc2_tie_key(v[k], pc2_minmax_priority(a, m), tie_mode, false);
+    }
+    if (len < 8) {
+        double s[3] = {zero, zero, zero};
+        for (int e = 0; e < len; ++e) {
+            if (e > 0) {
+                pc2_load_xyz(xyz, keys, base + a + e, v);
+                pc2_take_extremes(p, v, pc2_minmax_priority(a + e, m), tie_mode);
+            }
+#pragma unroll
+            for (int k = 0; k < 3; ++k) s[k] += v[k];
+        }
+#pragma unroll
+        for (int k = 0; k < 3; ++k) p.sum[k] = s[k];
+        return p;
+    }
+    double acc[3][8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        if (j > 0) {
+            pc2_load_xyz(xyz, keys, base + a + j, v);
+            pc2_take_extremes(p, v, pc2_minmax_priority(a + j, m), tie_mode);
+        }
+#pragma unroll
+        for (int k = 0; k < 3; ++k) acc[k][j] = v[k];
+    }
+    int e = 8;
+    const int stop = len - len % 8;
+    for (; e < stop; e += 8) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            pc2_load_xyz(xyz, keys, base + a + e + j, v);
+            pc2_take_extremes(p, v, pc2_minmax_priority(a + e + j, m), tie_mode);
+#pragma unroll
+            for (int k = 0; k < 3; ++k) acc[k][j] += v[k];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 3; ++k)
+        p.sum[k] = ((acc[k][0] + acc[k][1]) + (acc[k][2] + acc[k][3])) +
+                   ((acc[k][4] + acc[k][5]) + (acc[k][6] + acc[k][7]));
+    for (; e < len; ++e) {
+        pc2_load_xyz(xyz, keys, base + a + e, v);
+        pc2_take_extremes(p, v, pc2_minmax_priority(a + e, m), tie_mode);
+#pragma unroll
+        for (int k = 0; k < 3; ++k) p.sum[k] += v[k];
+    }
+    return p;
+}
+
+// Threads: cluster c owns threads offsets[c] .. offsets[c + 1] - 1 (one when its m = size - 1
+// elements fit one leaf, else ceil(m / 64)) and as many node slots (2 partials + 1 flag each).
+// Thread k of c finds the leaf holding element 64 k and works on it if no lower thread does.
+template <typename C>
+__device__ void pc2_table_impl(const unsigned long long* __restrict__ keys,
+                               const C* __restrict__ xyz, int num_clusters,
+                               const int* __restrict__ starts, const int* __restrict__ offsets,
+                               pc2_Partial* slots, int* flags, int generation,
+                               double pairwise_zero, int tie_mode, unsigned* __restrict__ table,
+                               double* __restrict__ sums, int* err) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= offsets[num_clusters]) return;
+    int lo = 0, hi = num_clusters;  // the cluster c with offsets[c] <= t < offsets[c + 1]
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (offsets[mid] <= t) lo = mid; else hi = mid;
+    }
+    const int c = lo;
+    const int k = t - offsets[c];
+    const int first = starts[c];
+    const int size = starts[c + 1] - first;
+    const int m = size - 1;
+    const int base = first + 1;
+
+    int node_a[PC2_MAX_DEPTH], node_split[PC2_MAX_DEPTH];
+    int depth = 0;
+    int a = 0, len = m;
+    if (m > PC2_PW_BLOCK) {
+        const int q = PC2_TABLE_CHUNK * k;
+        while (len > PC2_PW_BLOCK) {
+            int n2 = len / 2;
+            n2 -= n2 % 8;
+            node_a[depth] = a;
+            node_split[depth] = a + n2;
+            ++depth;
+            if (q < a + n2) {
+                len = n2;
+            } else {
+                a += n2;
+                len -= n2;
+            }
+        }
+        if (q - a >= PC2_TABLE_CHUNK) return;  // a lower thread of this cluster has the leaf
+    }
+
+    pc2_Partial part;
+    if (m > 0) part = pc2_leaf(xyz, keys, base, a, len, m, pairwise_zero, tie_mode);
+    for (int d = depth - 1; d >= 0; --d) {
+        const int split = node_split[d];
+        const bool left = a < split;
+        const int slot = offsets[c] + split / PC2_TABLE_CHUNK;
+        pc2_store_partial(&slots[2 * (long long)slot + (left ? 0 : 1)], part);
+        __threadfence();
+        if (atomicExch(&flags[slot], generation) != generation) return;  // sibling not done
+        __threadfence();
+        const pc2_Partial other = pc2_load_partial(&slots[2 * (long long)slot + (left ? 1 : 0)]);
+        part = left ? pc2_combine(part, other) : pc2_combine(other, part);
+        a = node_a[d];
+    }
+
+    // Root: the copied first element, then the rest (sum = x0 + pairwise(rest)).
+    double x0[3];
+    pc2_load_xyz(xyz, keys, first, x0);
+    pc2_Partial total;
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+        total.sum[j] = x0[j];
+        total.lo[j] = total.hi[j] = x0[j];
+        total.plo[j] = pc2_tie_key(x0[j], 0, tie_mode, true);
+        total.phi[j] = pc2_tie_key(x0[j], 0, tie_mode, false);
+    }
+    if (m > 0) total = pc2_combine(total, part);
+    unsigned* row = table + 11 * (long long)c;
+    sums[3 * c] = total.sum[0];  // the float64 sums too (tests compare them with NumPy's)
+    sums[3 * c + 1] = total.sum[1];
+    sums[3 * c + 2] = total.sum[2];
+    row[0] = (unsigned)c;
+    row[1] = (unsigned)size;
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+        row[2 + j] = pc2_f64_to_f32(total.sum[j] / (double)size);
+        row[5 + j] = pc2_f64_to_f32(total.lo[j]);
+        row[8 + j] = pc2_f64_to_f32(total.hi[j]);
+    }
+    // The sizes given must be the label counts: first and last of each range carry the label,
+    // and the unlabelled points (sorted first) end right before cluster 0.
+    const unsigned long long want = (unsigned long long)(c + 1);
+    bool ok = (keys[first] >> 32) == want && (keys[first + size - 1] >> 32) == want;
+    if (c == 0 && first > 0) ok = ok && (keys[first - 1] >> 32) == 0ull;
+    if (!ok) atomicOr(err, 4);
+}
+
+#define PC2_TABLE_ARGS(C)                                                                      \
+    const unsigned long long *keys, const C *xyz, int num_clusters, const int *starts,        \
+        const int *offsets, pc2_Partial *slots, int *flags, int generation,                   \
+        double pairwise_zero, int tie_mode, unsigned *table, double *sums, int *err
+#define PC2_TABLE_CALL                                                                         \
+    keys, xyz, num_clusters, starts, offsets, slots, flags, generation, pairwise_zero, tie_mode, \
+        table, sums, err
+
+extern "C" __global__ void pc2_table_f32(PC2_TABLE_ARGS(unsigned)) {
+    pc2_table_impl<unsigned>(PC2_TABLE_CALL);
+}
+
+extern "C" __global__ void pc2_table_f64(PC2_TABLE_ARGS(unsigned long long)) {
+    pc2_table_impl<unsigned long long>(PC2_TABLE_CALL);
+}
