@@ -123,7 +123,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "max_coordinate",
         MAX_COORDINATE,
-        "Points with |x|, |y| or |z| above this (m) are implausible (sensor glitch, bad "
+        "Points with an absolute coordinate above this (m) are implausible (sensor glitch, bad "
         "transform, wrong byte order): not clustered (cluster_id -1), counted in /diagnostics.",
         bounds=(0.0, math.inf),
     ),
