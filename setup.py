@@ -4,8 +4,28 @@ from glob import glob
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.dist import Distribution
 
 PACKAGE = "gpu_euclidean_cluster"
+#: the source checkout; colcon --symlink-install runs setup.py through a symlink in build/<package>
+HERE = Path(__file__).resolve().parent
+
+#: console scripts that ``ros2 run`` / launch_ros start, through the wrappers in libexec/
+ROS_EXECUTABLES = ["euclidean_cluster_node", "replay"]
+
+
+class AmentDistribution(Distribution):
+    """Also install ``data_files`` (ament index marker, package.xml, launch, config, the
+    lib/<package>/ wrappers) in PEP 660 editable installs (``pip install -e .``).
+
+    setuptools' ``editable_wheel`` installs the data category only when the distribution answers
+    ``has_data()``, which setuptools' Distribution does not define (it has ``has_data_files()``),
+    so without this the editable wheel silently carries no data files.
+    """
+
+    def has_data(self) -> bool:
+        return self.has_data_files()
+
 
 ROS_WHEELS = [
     "ros-rclpy",
@@ -20,14 +40,17 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     description="GPU Euclidean cluster extraction for LiDAR point clouds, with a ROS 2 node",
-    long_description=Path("README.md").read_text(encoding="utf-8"),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(exclude=["test", "test.*"]),
     package_data={PACKAGE: ["cuda/kernels/*.cu", "cuda/kernels/*.cuh"]},
+    distclass=AmentDistribution,
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        # ros2 run / launch_ros find executables in <prefix>/lib/<package>/ (see libexec/)
+        (f"lib/{PACKAGE}", [f"libexec/{name}" for name in ROS_EXECUTABLES]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),

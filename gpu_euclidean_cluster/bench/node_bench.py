@@ -145,6 +145,9 @@ def measure_rates(xyz: np.ndarray, frame: str, options: NodeBenchOptions) -> lis
     """Run the rate steps in ascending order, stopping after the first one with drops."""
     import rclpy
 
+    from ..ros.transport import configure_transport
+
+    log.info(configure_transport())  # the node here publishes ~2 MB clouds to the driver
     context = rclpy.Context()
     rclpy.init(context=context)
     try:

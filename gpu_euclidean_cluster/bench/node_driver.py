@@ -74,8 +74,10 @@ class _Driver:
         from ..pointcloud_io.pointcloud2 import from_xyz
         from ..ros.cloud_messages import cloud_to_message
         from ..ros.qos import reliability_policy
+        from ..ros.transport import configure_transport
 
         self.request = request
+        configure_transport()  # a driver process publishing ~2 MB clouds, like a LiDAR driver
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node(

@@ -1,16 +1,81 @@
 """Canonical cluster numbering and size filter on the GPU (the filter stage).
 
-Equal, label for label, to :func:`gpu_euclidean_cluster.core.numbering.canonical_labels`, but
-instead of sorting all N ids it gathers each component's size and smallest member with atomics and
-sorts only the K components; kept clusters form one run of that order, since it is by size.
+Equal, label for label, to :func:`gpu_euclidean_cluster.core.numbering.canonical_labels`.
+One memset, two launches and one small device-to-host copy (kernels/numbering.cu): the first
+kernel gathers each component's size and smallest member with warp-aggregated atomics and lists
+the components; its last block sorts their keys ``(n - size, smallest member)`` in shared memory,
+writes each component's rank and the kept sizes run-length encoded (at most ``sqrt(2n)`` runs);
+the second writes the labels. The host then reads the component count and the runs in one copy.
+With more than :data:`SORT_CAPACITY` components the keys are sorted by ``cupy`` instead (one more
+round trip).
 """
 
 from __future__ import annotations
+
+import math
+import threading
+from typing import NamedTuple
 
 import cupy
 import numpy as np
 
 from .module import THREADS, blocks
+
+#: Most components the single sorting block orders (keys in its shared memory, 8 bytes each).
+SORT_CAPACITY = 8192
+#: Threads per block of the statistics kernel (its last block sorts with all of them).
+STATS_THREADS = 1024
+_HEADER = 4  # K, kept, runs, status
+_D2H = 2  # cudaMemcpyDeviceToHost
+_INT32_MAX = 2**31 - 1
+_DEFAULT_SHARED = 48 * 1024
+
+
+class _Kernels(NamedTuple):
+    module: cupy.RawModule
+    stats: cupy.RawKernel
+    gather: cupy.RawKernel
+    keys: cupy.RawKernel
+    ranks: cupy.RawKernel
+    capacity: int
+
+
+_KERNELS: dict[int, _Kernels] = {}
+_HOST = threading.local()  # a grow-only page-locked int32 buffer per thread, for the results
+
+
+def _host_buffer(count: int) -> np.ndarray:
+    """``count`` int32 of this thread's page-locked buffer (valid until its next call)."""
+    buffer = getattr(_HOST, "buffer", None)
+    if buffer is None or buffer.shape[0] < count:
+        size = max(count, 1024, 2 * (0 if buffer is None else buffer.shape[0]))
+        buffer = np.frombuffer(cupy.cuda.alloc_pinned_memory(4 * size), np.int32, size)
+        _HOST.buffer = buffer
+    return buffer[:count]
+
+
+def _kernels(module: cupy.RawModule) -> _Kernels:
+    """The numbering kernels of ``module`` (looked up once per module)."""
+    found = _KERNELS.get(id(module))
+    if found is not None and found.module is module:
+        return found
+    stats = module.get_function("numbering_stats")
+    capacity = SORT_CAPACITY
+    if 8 * capacity > _DEFAULT_SHARED:
+        try:
+            stats.max_dynamic_shared_size_bytes = 8 * capacity
+        except Exception:  # no opt-in to large shared memory: sort what fits by default
+            capacity = _DEFAULT_SHARED // 2 // 8
+    found = _Kernels(
+        module,
+        stats,
+        module.get_function("numbering_gather"),
+        module.get_function("numbering_keys"),
+        module.get_function("numbering_ranks"),
+        capacity,
+    )
+    _KERNELS[id(module)] = found
+    return found
 
 
 def canonical_labels_gpu(
@@ -20,22 +85,40 @@ def canonical_labels_gpu(
     n = int(ids.shape[0])
     if n == 0:
         return cupy.empty(0, dtype=cupy.int32), np.empty(0, dtype=np.int64), 0
-    counts = cupy.zeros(n, dtype=cupy.int32)
-    first = cupy.full(n, n, dtype=cupy.int32)
-    module.get_function("component_stats")(blocks(n), (THREADS,), (ids, np.int32(n), counts, first))
-    present = cupy.flatnonzero(counts)
-    k = int(present.shape[0])
-    keys = cupy.empty(k, dtype=cupy.int64)
-    module.get_function("component_keys")(
-        blocks(k), (THREADS,), (present, np.int32(k), counts, first, np.int32(n), keys)
+    if ids.dtype != cupy.int32 or not ids.flags.c_contiguous:
+        ids = cupy.ascontiguousarray(ids, dtype=cupy.int32)
+    kernels = _kernels(module)
+    low = np.int32(min(max(int(min_size), 0), _INT32_MAX))
+    high = np.int32(min(max(int(max_size), -1), _INT32_MAX))
+    n32 = np.int32(n)
+    capacity = min(kernels.capacity, 1 << (n - 1).bit_length())
+    out_ints = _HEADER + 2 * (math.isqrt(2 * n) + 2)
+    work = cupy.empty(1 + n + (n + out_ints + 1) // 2, dtype=cupy.uint64)
+    out_ptr = work.data.ptr + 8 * (1 + n) + 4 * n
+    stream = cupy.cuda.get_current_stream()
+    cupy.cuda.runtime.memsetAsync(work.data.ptr, 0, 8 * (1 + n), stream.ptr)
+    kernels.stats(
+        ((n + STATS_THREADS - 1) // STATS_THREADS,),
+        (STATS_THREADS,),
+        (ids, n32, work, np.int32(capacity), low, high),
+        shared_mem=8 * capacity,
     )
-    order = cupy.argsort(keys)
-    sizes = n - (keys[order] >> 32).get()  # descending
-    lo = int(np.count_nonzero(sizes > max_size))
-    hi = int(np.count_nonzero(sizes >= min_size))
-    kept = max(hi - lo, 0)
-    rank = cupy.full(n, -1, dtype=cupy.int32)
-    module.get_function("assign_ranks")(
-        blocks(kept), (THREADS,), (present, order, np.int32(lo), np.int32(kept), rank)
-    )
-    return rank[ids], sizes[lo:lo + kept].astype(np.int64), k
+    labels = cupy.empty(n, dtype=cupy.int32)
+    kernels.gather(blocks(n), (THREADS,), (ids, n32, work, labels))
+    out = _host_buffer(out_ints)
+    cupy.cuda.runtime.memcpyAsync(out.ctypes.data, out_ptr, 4 * out_ints, _D2H, stream.ptr)
+    stream.synchronize()
+    if out[3] != 1:  # more components than the block sorts: sort their keys with cupy
+        count = int(out[0])
+        keys = cupy.empty(count, dtype=cupy.uint64)
+        kernels.keys(blocks(count), (THREADS,), (work, n32, np.int32(count), keys))
+        keys.sort()
+        kernels.ranks(blocks(count), (THREADS,), (ids, n32, work, keys, np.int32(count), low, high))
+        kernels.gather(blocks(n), (THREADS,), (ids, n32, work, labels))
+        cupy.cuda.runtime.memcpyAsync(out.ctypes.data, out_ptr, 4 * out_ints, _D2H, stream.ptr)
+        stream.synchronize()
+    num_components, runs = int(out[0]), int(out[2])
+    pairs = out[_HEADER : _HEADER + 2 * runs].reshape(runs, 2).astype(np.int64)
+    pairs = pairs[np.argsort(-pairs[:, 0])]  # runs were appended in no order; sizes are distinct
+    sizes = np.repeat(pairs[:, 0], pairs[:, 1])
+    return labels, sizes, num_components

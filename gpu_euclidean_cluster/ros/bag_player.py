@@ -34,6 +34,7 @@ from ..pointcloud_io.bags import BagError, BagMessage, PointCloudBag
 from ..tools.progress import ProgressBar
 from .qos import reliability_policy
 from .replay_options import ReplayOptions
+from .transport import configure_transport
 
 DISCOVERY_SETTLE_S = 0.3
 PROGRESS_PERIOD_S = 0.1
@@ -257,8 +258,9 @@ def replay_bag(
     stop = stop or threading.Event()
     context = context or Context()
     with PointCloudBag(options.bag) as bag:
+        transport = configure_transport()  # before the first participant: large clouds
         rclpy.init(
-            args=list(options.rcl_args) or None,
+            args=list(options.rcl_args) or ["replay"],  # never sys.argv: OLD:=NEW is ours
             context=context,
             signal_handler_options=SignalHandlerOptions.NO,
         )
@@ -271,6 +273,7 @@ def replay_bag(
                 + (" (loop)" if options.loop else ""),
                 file=stream,
             )
+            print(transport, file=stream)
             waited = options.wait_for_subscribers_s
             if waited > 0 and not player.wait_for_subscribers(stop) and not stop.is_set():
                 print(

@@ -45,6 +45,7 @@ from .parameters import PARAMETERS, SPECS
 from .qos import reliability_policy
 from .serialized import MarkerEncoder, publishable_cloud
 from .settings import NodeSettings, settings_from_values
+from .transport import configure_transport
 
 NODE_NAME = "euclidean_cluster_node"
 #: Depth of the (reliable) output publishers.
@@ -241,6 +242,7 @@ class EuclideanClusterNode(Node):
 
 def main(args: Sequence[str] | None = None) -> int:
     """Run the node until shutdown; exit status 2 when its parameters or backend are invalid."""
+    transport = configure_transport()  # before the first participant: large output clouds
     rclpy.init(args=args)
     try:
         node = EuclideanClusterNode()
@@ -248,6 +250,7 @@ def main(args: Sequence[str] | None = None) -> int:
         print(f"{NODE_NAME}: error: {error}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
+    node.get_logger().info(transport)
     try:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
