@@ -19,7 +19,7 @@ from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 BASE = StatsSnapshot(
     received=100, processed=100, dropped=0, rejected={}, fallbacks=0, implausible_points=0,
     last_implausible="", last_rejection="", last_fallback="", input_rate_hz=10.0,
-    latency_p50_ms=5.0, latency_p99_ms=6.0,
+    latency_p50_ms=5.0, latency_p99_ms=6.0, stage_ms={},
 )  # fmt: skip
 
 

@@ -9,8 +9,14 @@ Rates go up until a step drops frames. Per step:
 
 - the node's own receive -> publish latency p50 / p99 (its ``stats()``, as in /diagnostics; the
   warm-up frames are in its window);
-- the driver's publish -> ``output/clusters`` arrival latency p50 / p99 of the timed frames
-  (both DDS hops included, warm-up excluded);
+- the driver's publish -> ``output/labeled_points`` arrival latency p50 / p99 of the timed
+  frames (both DDS hops included, warm-up excluded);
+- the node's stage breakdown p50 / p99 (decode and output build, clustering, publishing the
+  clouds, markers), as in /diagnostics.
+
+Then the same rate steps with the node as **its own process** (the ``euclidean_cluster_node``
+script, started as a user would, default transport selection), the driver in another, both in a
+private ROS domain; the node's counters, latency and stages come from its /diagnostics.
 - frames sent, received by the node, processed, overwritten in its one-slot buffer, rejected, and
   ``dropped = sent - processed`` (never published, for whatever reason).
 """
@@ -21,6 +27,9 @@ import logging
 import multiprocessing
 import os
 import queue
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..core.config import DEFAULT_BACKEND, DEFAULT_CONFIG, ClusterConfig
+from ..ros.frame_stats import STAGES, StatsSnapshot
 from ..ros.qos import DEFAULT_RELIABILITY
 from .cases import data_dir
 from .errors import BenchError
@@ -56,6 +66,12 @@ QUICK_SIMULATED_SENSOR = "vlp16"
 WARMUP_FRAMES = 3
 #: Seconds, beyond the frames' own schedule, to wait for the driver's report.
 DRIVER_SLACK_S = 60.0
+#: Seconds for the node process to come up (its start-up warm-up included) and report.
+NODE_START_TIMEOUT_S = 60.0
+#: The node's module, run with ``python -m`` where its console script is not installed.
+NODE_MODULE = "gpu_euclidean_cluster.ros.node"
+#: Seconds between the node's /diagnostics reports (ros/node.py).
+DIAGNOSTICS_PERIOD_S = 1.0
 #: A step sustains its rate when the driver really sent at >= this fraction of it.
 MIN_SEND_FRACTION = 0.95
 
@@ -123,11 +139,14 @@ def run_node_bench(options: NodeBenchOptions) -> dict[str, Any]:
     xyz, frame = load_frame(options)
     steps = measure_rates(xyz, frame, options)
     backend = steps[0]["backend"] if steps else options.backend
+    cross = measure_rates_cross_process(xyz, frame, options, backend)
     return {
         "meta": run_metadata(python_command(), backend),
         "options": {**options.__dict__, "rates_hz": list(options.rates_hz), "frame": frame},
         "steps": steps,
         "max_rate_no_drops_hz": max_clean_rate(steps),
+        "cross_process_steps": cross,
+        "max_rate_no_drops_cross_process_hz": max_clean_rate(cross),
     }
 
 
@@ -207,13 +226,18 @@ def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) ->
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     try:
-        baseline: list[Any] = []
-        report = _run_driver(request, on_warm=lambda: baseline.append(_settled_stats(node)))
-        return _step_result(request, report, baseline[0], _settled_stats(node))
+        return _measure_step(request, lambda: _settled_stats(node))
     finally:
         executor.shutdown()
         spinner.join(timeout=5)
         node.destroy_node()
+
+
+def _measure_step(request: DriveRequest, settled: Callable[[], Any]) -> dict[str, Any]:
+    """Drive one step; the node's counters (``settled()``) before and after the timed frames."""
+    baseline: list[Any] = []
+    report = _run_driver(request, on_warm=lambda: baseline.append(settled()))
+    return _step_result(request, report, baseline[0], settled())
 
 
 def _run_driver(request: DriveRequest, on_warm: Callable[[], None]) -> DriveReport:
@@ -273,6 +297,9 @@ def _step_result(
         "dropped": request.count - processed,
         "latency_p50_ms": _finite(after.latency_p50_ms),
         "latency_p99_ms": _finite(after.latency_p99_ms),
+        "stages_ms": {
+            stage: [_finite(p50), _finite(p99)] for stage, (p50, p99) in after.stage_ms.items()
+        },
         "e2e_p50_ms": _finite(median(report.e2e_ms)),
         "e2e_p99_ms": _finite(p99(report.e2e_ms)),
         "e2e_max_ms": _finite(max(report.e2e_ms, default=float("nan"))),
@@ -282,3 +309,154 @@ def _step_result(
 
 def _finite(value: float) -> float | None:
     return round(float(value), 3) if np.isfinite(value) else None
+
+
+def measure_rates_cross_process(
+    xyz: np.ndarray, frame: str, options: NodeBenchOptions, backend: str
+) -> list[dict[str, Any]]:
+    """The rate steps against the node as its own process (a fresh one per step)."""
+    steps = []
+    for index, rate in enumerate(options.rates_hz):
+        request = DriveRequest(
+            namespace=f"bench_node_process_{os.getpid()}_{index}",
+            xyz=xyz,
+            rate_hz=rate,
+            count=max(1, round(rate * options.duration_s)),
+            warmup=WARMUP_FRAMES,
+            reliability=options.reliability,
+            domain_id=_private_domain(index),
+        )
+        with _NodeProcess(request, options) as node:
+            step = _measure_step(request, node.settled)
+        step.update(frame=frame, backend=backend, points=len(xyz))
+        steps.append(step)
+        if step["dropped"]:
+            break
+    return steps
+
+
+def _private_domain(index: int) -> int:
+    """A ROS domain for one cross-process step, apart from other runs on the host."""
+    return 150 + (os.getpid() * 7 + index) % 80
+
+
+class _NodeProcess:
+    """``euclidean_cluster_node`` in its own process; its counters read from /diagnostics."""
+
+    def __init__(self, request: DriveRequest, options: NodeBenchOptions) -> None:
+        self.request = request
+        self.options = options
+        self.latest: dict[str, str] = {}
+        self.reports = 0
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> _NodeProcess:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.executors import SingleThreadedExecutor
+
+        script = Path(sys.executable).with_name("euclidean_cluster_node")
+        command = [str(script)] if script.exists() else [sys.executable, "-m", NODE_MODULE]
+        options = self.options
+        command += [
+            "--ros-args", "-r", f"__ns:=/{self.request.namespace}",
+            "-p", f"method:={options.method}", "-p", f"search:={options.search}",
+            "-p", f"d_th:={float(options.d_th)}", "-p", f"backend:={options.backend}",
+            "-p", f"qos_reliability:={options.reliability}",
+        ]  # fmt: skip
+        env = {**os.environ, "ROS_DOMAIN_ID": str(self.request.domain_id)}
+        self.process = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=self.request.domain_id)
+        self.node = rclpy.create_node("bench_diagnostics", context=self.context)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.spinner = threading.Thread(target=self.executor.spin, daemon=True)
+        self.spinner.start()
+        deadline = time.monotonic() + NODE_START_TIMEOUT_S
+        while not self._values():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise BenchError("the node process did not start: " + self._stderr())
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.executor.shutdown()
+        self.spinner.join(timeout=5)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+    def settled(self) -> StatsSnapshot:
+        """The node's counters once a report made after this call shows every frame it
+        received accounted for."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S + 2 * DIAGNOSTICS_PERIOD_S
+        with self.lock:
+            seen = self.reports
+        while self._reports() <= seen + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the next report may have been made before this call
+        stats = _snapshot(self._values())
+        while time.monotonic() < deadline:
+            if stats.processed + stats.dropped + stats.total_rejected >= stats.received:
+                break
+            time.sleep(0.1)
+            stats = _snapshot(self._values())
+        return stats
+
+    def _values(self) -> dict[str, str]:
+        with self.lock:
+            return dict(self.latest)
+
+    def _reports(self) -> int:
+        with self.lock:
+            return self.reports
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            if status.name.startswith("euclidean_cluster_node"):
+                with self.lock:
+                    self.latest = {kv.key: kv.value for kv in status.values}
+                    self.reports += 1
+
+    def _stderr(self) -> str:
+        if self.process.poll() is None:
+            return "no /diagnostics within the start-up timeout"
+        return " ".join((self.process.stderr.read() or b"").decode(errors="replace").split())[-400:]
+
+
+def _snapshot(values: dict[str, str]) -> StatsSnapshot:
+    """A :class:`StatsSnapshot` of /diagnostics key-value pairs (see ros/diagnostics.py)."""
+
+    def number(key: str) -> float:
+        text = values.get(key, "nan")
+        return float("nan") if text == "n/a" else float(text)
+
+    return StatsSnapshot(
+        received=int(number("frames_received")) if values else 0,
+        processed=int(number("frames_processed")) if values else 0,
+        dropped=int(number("frames_dropped")) if values else 0,
+        rejected={"all": int(number("frames_rejected"))} if values else {},
+        fallbacks=int(number("cpu_fallbacks")) if values else 0,
+        implausible_points=0,
+        last_implausible="",
+        last_rejection=values.get("last_rejection", ""),
+        last_fallback=values.get("last_fallback", ""),
+        input_rate_hz=number("input_rate_hz"),
+        latency_p50_ms=number("latency_p50_ms"),
+        latency_p99_ms=number("latency_p99_ms"),
+        stage_ms={
+            stage: (number(f"stage_{stage}_p50_ms"), number(f"stage_{stage}_p99_ms"))
+            for stage in STAGES
+        },
+    )

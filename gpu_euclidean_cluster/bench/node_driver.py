@@ -3,7 +3,7 @@
 It runs in a process of its own (started by :mod:`.node_bench`), so that publishing never competes
 with the node under test for the Python interpreter lock: the node sees the load of a real
 sensor driver. Frames carry ``header.stamp.sec = index``; the node publishes its outputs with the
-input header unchanged, which pairs each ``output/clusters`` message with its send time.
+input header unchanged, which pairs each ``output/labeled_points`` message with its send time.
 """
 
 from __future__ import annotations
@@ -38,11 +38,17 @@ class DriveRequest:
     count: int
     warmup: int
     reliability: str = "best_effort"
+    #: ROS domain of the driver (None: ROS_DOMAIN_ID / 0), to reach a node in another process.
+    domain_id: int | None = None
+
+
+#: The output whose arrival ends a frame's end-to-end time: the labelled cloud (~3 MB).
+OUTPUT_TOPIC = "output/labeled_points"
 
 
 @dataclass
 class DriveReport:
-    """What the driver saw. ``e2e_ms``: publish -> ``output/clusters`` of the timed frames."""
+    """What the driver saw. ``e2e_ms``: publish -> :data:`OUTPUT_TOPIC` of the timed frames."""
 
     sent: int = 0
     sent_rate_hz: float = 0.0
@@ -79,7 +85,7 @@ class _Driver:
         self.request = request
         configure_transport()  # a driver process publishing ~2 MB clouds, like a LiDAR driver
         self.context = rclpy.Context()
-        rclpy.init(context=self.context)
+        rclpy.init(context=self.context, domain_id=request.domain_id)
         self.node = rclpy.create_node(
             "bench_driver", namespace=request.namespace, context=self.context
         )
@@ -90,7 +96,7 @@ class _Driver:
         )
         self.pub = self.node.create_publisher(PointCloud2, "input/points", qos)
         self.sub = self.node.create_subscription(
-            PointCloud2, "output/clusters", self._on_output, 100
+            PointCloud2, OUTPUT_TOPIC, self._on_output, 100
         )
         self.msg = cloud_to_message(from_xyz(request.xyz), Header(frame_id="lidar"))
         self.sent_at: dict[int, float] = {}

@@ -42,6 +42,11 @@ def diagnostics_message(
         "input_rate_hz": f"{snapshot.input_rate_hz:.2f}",
         "latency_p50_ms": _milliseconds(snapshot.latency_p50_ms),
         "latency_p99_ms": _milliseconds(snapshot.latency_p99_ms),
+        **{
+            f"stage_{stage}_{name}_ms": _milliseconds(value)
+            for stage, values in snapshot.stage_ms.items()
+            for name, value in zip(("p50", "p99"), values, strict=True)
+        },
         "frames_received": str(snapshot.received),
         "frames_processed": str(snapshot.processed),
         "frames_dropped": str(snapshot.dropped),

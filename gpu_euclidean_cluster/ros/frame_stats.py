@@ -16,6 +16,9 @@ import numpy as np
 
 #: Latencies kept for the percentiles (the most recent frames).
 LATENCY_WINDOW = 1000
+#: Stages of a processed frame: decode and output build (everything around the clustering),
+#: clustering (the library's total), publishing the two clouds, then markers and detections.
+STAGES = ("decode_build", "cluster", "publish", "markers")
 #: Arrival times kept for the input rate.
 RATE_WINDOW = 50
 #: Arrivals older than this many seconds do not count towards the input rate.
@@ -39,7 +42,10 @@ class StatsSnapshot:
         last_fallback: the reason of the latest fallback ('' if none).
         input_rate_hz: arrival rate over the last :data:`RATE_WINDOW` frames that arrived within
             :data:`RATE_HORIZON_S` seconds (0 when input has stopped).
-        latency_p50_ms, latency_p99_ms: receive-to-publish latency percentiles (NaN if none).
+        latency_p50_ms, latency_p99_ms: receive-to-publish latency percentiles (NaN if none):
+            from the message's arrival to the publication of both output clouds.
+        stage_ms: per stage of a processed frame (:data:`STAGES`), ``(p50, p99)`` in ms over the
+            recent frames.
     """
 
     received: int
@@ -54,6 +60,7 @@ class StatsSnapshot:
     input_rate_hz: float
     latency_p50_ms: float
     latency_p99_ms: float
+    stage_ms: dict[str, tuple[float, float]]
 
     @property
     def total_rejected(self) -> int:
@@ -68,6 +75,7 @@ class FrameStats:
         self._lock = threading.Lock()
         self._arrivals: deque[float] = deque(maxlen=RATE_WINDOW)
         self._latencies_ms: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self._stage_ms = {stage: deque(maxlen=LATENCY_WINDOW) for stage in STAGES}
         self._received = 0
         self._processed = 0
         self._dropped = 0
@@ -113,13 +121,18 @@ class FrameStats:
             self._processed += 1
             self._latencies_ms.append(latency_s * 1e3)
 
+    def stages(self, milliseconds: dict[str, float]) -> None:
+        """A processed frame's time per stage of :data:`STAGES`."""
+        with self._lock:
+            for stage, value in milliseconds.items():
+                self._stage_ms[stage].append(value)
+
     def snapshot(self, now: float | None = None) -> StatsSnapshot:
         """The counters at monotonic time ``now`` (default: the current time)."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            latencies = np.array(self._latencies_ms)
             arrivals = list(self._arrivals)
-            p50, p99 = np.percentile(latencies, (50, 99)) if len(latencies) else (np.nan,) * 2
+            p50, p99 = _percentiles(self._latencies_ms)
             return StatsSnapshot(
                 received=self._received,
                 processed=self._processed,
@@ -131,9 +144,18 @@ class FrameStats:
                 last_rejection=self._last_rejection,
                 last_fallback=self._last_fallback,
                 input_rate_hz=_rate([t for t in arrivals if t > now - RATE_HORIZON_S]),
-                latency_p50_ms=float(p50),
-                latency_p99_ms=float(p99),
+                latency_p50_ms=p50,
+                latency_p99_ms=p99,
+                stage_ms={stage: _percentiles(values) for stage, values in self._stage_ms.items()},
             )
+
+
+def _percentiles(values: deque[float]) -> tuple[float, float]:
+    """``(p50, p99)`` of ``values`` (NaN, NaN when empty)."""
+    if not values:
+        return (np.nan, np.nan)
+    p50, p99 = np.percentile(np.array(values), (50, 99))
+    return float(p50), float(p99)
 
 
 def _rate(arrivals: list[float]) -> float:

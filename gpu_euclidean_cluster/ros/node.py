@@ -183,6 +183,7 @@ class EuclideanClusterNode(Node):
             self._process(frame)
 
     def _process(self, frame: _Frame) -> None:
+        started = time.perf_counter()
         try:
             output = self._processor.process(from_message(frame.msg), self._settings)
         except PointCloud2Error as error:
@@ -202,13 +203,16 @@ class EuclideanClusterNode(Node):
             self.get_logger().warning(
                 output.fallback_reason, throttle_duration_sec=WARNING_THROTTLE_S
             )
-        self._publish(output, frame)
+        self._publish(output, frame, (time.perf_counter() - started) * 1e3)
 
-    def _publish(self, output: FrameOutput, frame: _Frame) -> None:
+    def _publish(self, output: FrameOutput, frame: _Frame, process_ms: float) -> None:
         header = frame.msg.header
+        started = time.perf_counter()
         # Clouds and markers go out as CDR bytes (ros/serialized.py): no Python message objects.
         self._labeled_pub.publish(publishable_cloud(output.labeled, header))
         self._clusters_pub.publish(publishable_cloud(output.clusters, header))
+        self._stats.published(time.monotonic() - frame.received)  # the latency ends here
+        published = time.perf_counter()
         # Markers (~3 ms for 2000 clusters), after the clouds and only for a display that listens.
         if self._markers_pub.get_subscription_count():
             self._markers_pub.publish(self._markers.build(output.table, header))
@@ -216,7 +220,15 @@ class EuclideanClusterNode(Node):
             self._markers.forget()
         if self._detections_pub is not None:
             self._detections_pub.publish(detections.detections_message(output.table, header))
-        self._stats.published(time.monotonic() - frame.received)
+        cluster_ms = output.result.timings_ms["total"]
+        self._stats.stages(
+            {
+                "decode_build": process_ms - cluster_ms,
+                "cluster": cluster_ms,
+                "publish": (published - started) * 1e3,
+                "markers": (time.perf_counter() - published) * 1e3,
+            }
+        )
 
     def _reject(self, kind: str, reason: str) -> None:
         self._stats.rejected(kind, reason)
