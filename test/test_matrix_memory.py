@@ -85,7 +85,7 @@ def test_gpu_matrix_method_refuses_when_memory_is_short(search, monkeypatch):
         EuclideanClusterer(config, backend="cuda").cluster(cloud.points)
     assert caught.value.free_bytes == 4096
     assert caught.value.need_bytes > 4096
-    assert "4.0 KiB is free" in str(caught.value)
+    assert "over the 4.0 KiB of free GPU memory" in str(caught.value)
     for method in ("vertex", "edge"):
         result = EuclideanClusterer(config.with_changes(method=method), backend="cuda").cluster(
             cloud.points
