@@ -5,10 +5,16 @@
 #   bash benchmarks/run_gpu_report.sh checks OUTDIR      # GPU tests, frames, then the node phase
 #   bash benchmarks/run_gpu_report.sh node OUTDIR        # node pipeline, node bench, 300-frame replay
 #   bash benchmarks/run_gpu_report.sh synthetic OUTDIR [EXPERIMENTS] [--resume]
+#   bash benchmarks/run_gpu_report.sh stress OUTDIR [--resume]     # issue 11's stress set
+#   bash benchmarks/run_gpu_report.sh bench OUTDIR       # frames + stress + synthetic, <= ~8 min
 #
-# Each step has its own time limit so that a slow step still leaves the others' results.
+# After `source .device/env.sh`, $ARBORX_EC names ArborX's DBSCAN program: `bench frames` and
+# `bench stress` then add its FDBSCAN / FDBSCAN-DenseBox rows (without it they say "not run").
+# Each step has its own time limit so that a slow step still leaves the others' results (every
+# results file is rewritten after each case; a step cut short gets its figures and targets
+# redrawn from what it wrote).
 set -uo pipefail
-phase=${1:?phase: checks or synthetic}
+phase=${1:?phase: checks, node, synthetic, stress or bench}
 out=${2:?output folder}
 mkdir -p "$out"
 cli=(python -m gpu_euclidean_cluster.commands.cli)
@@ -22,7 +28,29 @@ environment() {
 cupy.__version__, "cuda runtime", cupy.cuda.runtime.runtimeGetVersion(), "numpy", numpy.__version__)'
         lscpu | grep -m1 'Model name'
         nproc
+        echo "ARBORX_EC=${ARBORX_EC:-not set}"
     } > "$out/environment.txt" 2>&1
+}
+
+# Redraw the figures and re-check the targets of a results folder whose run was cut short.
+finish() {
+    local dir=$1 status=$2
+    if [[ $status -eq 124 && -d $dir ]]; then
+        echo "step cut short by its time limit (exit 124)" >> "$dir.log"
+        timeout 40 "${cli[@]}" bench plot --output "$dir" >> "$dir.log" 2>&1
+        timeout 20 "${cli[@]}" bench targets --output "$dir" >> "$dir.log" 2>&1
+    fi
+}
+
+# Issue 11's stress set: ArborX with 1 timed repeat (its plain FDBSCAN visits every pair of the
+# dense clouds, ~1e10 on identical points), each of its runs killed after 40 s.
+stress_step() {
+    local limit=$1
+    shift
+    mkdir -p "$out/stress"
+    timeout "$limit" "${cli[@]}" bench stress --output "$out/stress" --budget-s 1 \
+        --arborx-reps 1 --arborx-timeout-s 40 "$@" > "$out/stress.log" 2>&1
+    finish "$out/stress" $?
 }
 
 node_pipeline_profile() {
@@ -71,7 +99,9 @@ checks)
     environment
     timeout 180 python -m pytest -q -m gpu -p no:cacheprovider test/ > "$out/gpu_tests.log" 2>&1
     echo "gpu tests exit $?" >> "$out/gpu_tests.log"
-    timeout 160 "${cli[@]}" bench frames --output "$out/frames" > "$out/frames.log" 2>&1
+    timeout 160 "${cli[@]}" bench frames --output "$out/frames" --budget-s 1 \
+        > "$out/frames.log" 2>&1
+    finish "$out/frames" $?
     node_phase
     ;;
 node)
@@ -83,6 +113,26 @@ synthetic)
     timeout 540 "${cli[@]}" bench synthetic --output "$out/synthetic" \
         --experiments "${3:-size,cluster_number,point_degree,point_distance}" "${@:4}" \
         > "$out/synthetic_$(date +%s).log" 2>&1
+    ;;
+stress)
+    environment
+    stress_step 540 "${@:3}"
+    ;;
+bench)
+    # frames + stress + synthetic in <= ~8 min: frames with the two CPU peers the targets need
+    # (cpu-backend: the oracle; pcl-kdtree: the speedup baseline) and ArborX (10 repeats);
+    # synthetic against the generator's exact ground truth (no CPU peer), 5 repeats. A step cut
+    # short by its limit continues in a later command: `... stress OUT --resume`, or
+    # `... synthetic OUT EXPERIMENTS --resume --peers none` (outputs in the same folders).
+    environment
+    mkdir -p "$out/frames" "$out/synthetic"
+    timeout 140 "${cli[@]}" bench frames --output "$out/frames" --peers cpu-backend,pcl-kdtree \
+        --budget-s 1 --arborx-reps 10 > "$out/frames.log" 2>&1
+    finish "$out/frames" $?
+    stress_step 180
+    timeout 150 "${cli[@]}" bench synthetic --output "$out/synthetic" --peers none \
+        --repeats 5 --budget-s 0.5 > "$out/synthetic.log" 2>&1
+    finish "$out/synthetic" $?
     ;;
 *)
     echo "unknown phase $phase" >&2

@@ -65,11 +65,19 @@ FRAME_FILES: tuple[str, ...] = (
 
 @dataclass
 class CaseData:
-    """A loaded case: the cloud, its threshold and, for synthetic clouds, the true partition."""
+    """A loaded case: the cloud, its threshold and, where known, the true partition.
+
+    Attributes:
+        truth: the exact partition (synthetic clouds, known answers), else None.
+        truth_name: what ``truth`` is, written as the rows' ``oracle`` (default ``ground-truth``).
+        extra: facts measured on the cloud (e.g. its mean degree), written with every row.
+    """
 
     points: np.ndarray
     d_th: float
     truth: np.ndarray | None = None
+    truth_name: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,12 +87,13 @@ class Case:
     Attributes:
         key: unique name within a run (used to resume an interrupted run).
         experiment: a Table 2 experiment (``size``, ``cluster_number``, ``point_degree``,
-            ``point_distance``) or ``frames``.
+            ``point_distance``), ``frames`` or ``stress``.
         variable: the swept quantity (``size``, ``clusters``, ``degree``, ``distance``, ``d_th``).
         value: its value in this case.
         params: everything else that defines the case (written with each result row).
         expected_pairs: neighbour pairs expected (for the CPU skip rule), None when unknown.
         load: builds the cloud.
+        skip: implementations not run on this case, with the reason (recorded as ``skipped``).
     """
 
     key: str
@@ -94,6 +103,7 @@ class Case:
     params: dict[str, Any]
     expected_pairs: int | None
     load: Callable[[], CaseData] = field(repr=False)
+    skip: dict[str, str] = field(default_factory=dict)
 
 
 def synthetic_cases(experiments: list[str], quick: bool, seed: int) -> list[Case]:

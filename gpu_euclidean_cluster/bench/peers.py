@@ -23,8 +23,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..clusterer import EuclideanClusterer
-from ..core.config import ClusterConfig
+from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig
 from ..core.neighbour_rule import squared_distance, threshold_sq
+from ..core.numbering import canonical_labels
 
 #: The radius handed to the kd-tree is enlarged by this factor, then every candidate is checked with
 #: the package's float32 rule, so boundary pairs are decided exactly as PCL and the GPU decide them.
@@ -40,10 +41,22 @@ class Peer:
     description: str
 
 
-def cpu_backend_labels(points: np.ndarray, d_th: float) -> np.ndarray:
-    """The package's CPU backend (edge graph from RS, SciPy connected components)."""
-    config = ClusterConfig(d_th=d_th, method="edge", search="range")
+def cpu_backend_labels(points: np.ndarray, d_th: float, method: str = "edge") -> np.ndarray:
+    """The package's CPU backend: by default the edge graph from RS and SciPy connected
+    components (independent of the GPU's fused method); ``method="union_find"`` for clouds too
+    dense for an edge list (its CPU twin, O(N) memory)."""
+    config = ClusterConfig(d_th=d_th, method=method, search="range")  # type: ignore[arg-type]
     return EuclideanClusterer(config, backend="cpu").cluster(points).labels
+
+
+def canonical_partition(component_ids: np.ndarray) -> np.ndarray:
+    """Canonical labels (clusters by size, min size 1) of arbitrary ids; -1 stays -1, so that two
+    partitions are equal exactly when these labels are."""
+    ids = np.asarray(component_ids)
+    labels = np.full(len(ids), -1, dtype=np.int32)
+    valid = ids >= 0
+    labels[valid], _, _ = canonical_labels(ids[valid], 1, UNLIMITED_CLUSTER_SIZE)
+    return labels
 
 
 def pcl_kdtree_labels(points: np.ndarray, d_th: float) -> np.ndarray:

@@ -3,7 +3,9 @@
 Synthetic sweeps: time vs the swept factor (Figs. 4, 7, 9, 11), speedup over the PCL-equivalent
 peer (Figs. 5, 8) and the per-stage breakdown of each GPU method (Figs. 6, 10, 12), log axes.
 Real frames: time and speedup per frame and threshold (Figs. 13, 14) and the stage breakdown.
-Cases a method could not run (out of memory, skipped) leave a gap and are listed in the title.
+Stress set: time, peak GPU memory per point and the stage breakdown per case.
+Cases a method could not run (refused, out of memory, skipped, not run) leave a gap and are listed
+in the title.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def plot_results(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
         subset = [r for r in rows if r["experiment"] == experiment]
         if experiment == "frames":
             written += _frame_figures(subset, directory)
+        elif experiment == "stress":
+            written += _stress_figures(subset, directory)
         else:
             written += _sweep_figures(experiment, subset, directory)
     return written
@@ -84,18 +88,59 @@ def _sweep_figures(experiment: str, rows: list[dict[str, Any]], directory: Path)
 
 
 def _frame_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+    rows = [{**row, "frame_case": f"{row['frame'].split('.')[0]}\n{row['d_th']} m"} for row in rows]
+    return _bar_figures(
+        rows,
+        directory,
+        "frames",
+        "real frames",
+        "frame, d_th",
+        (
+            ("median_ms", "median time (ms)", "time"),
+            (BASELINE_COLUMN, "speedup over pcl-kdtree (x)", "speedup"),
+        ),
+    )
+
+
+def _stress_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+    rows = [
+        {**row, "frame_case": f"{row['stress_case']}\n{row['d_th']:g} m\n{row['points']} pts"}
+        for row in rows
+    ]
+    return _bar_figures(
+        rows,
+        directory,
+        "stress",
+        "stress set",
+        "case, d_th, points",
+        (
+            ("median_ms", "median time (ms)", "time"),
+            ("bytes_per_point", "peak GPU memory per point (bytes)", "memory"),
+        ),
+    )
+
+
+def _bar_figures(
+    rows: list[dict[str, Any]],
+    directory: Path,
+    prefix: str,
+    title: str,
+    xlabel: str,
+    metrics: tuple[tuple[str, str, str], ...],
+) -> list[Path]:
+    """One grouped bar chart per metric (groups: ``frame_case``; bars: implementations), then the
+    stage breakdown."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rows = [{**row, "frame_case": f"{row['frame'].split('.')[0]}\n{row['d_th']} m"} for row in rows]
     groups = _unique(r["frame_case"] for r in rows)
     impls = _unique(r["impl"] for r in rows)
     paths = []
-    for metric, ylabel, suffix in (
-        ("median_ms", "median time (ms)", "time"),
-        (BASELINE_COLUMN, "speedup over pcl-kdtree (x)", "speedup"),
-    ):
+    for metric, ylabel, suffix in metrics:
         fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(groups)), 4.5))
+        if not any(r.get(metric) is not None for r in rows):
+            plt.close(fig)
+            continue
         shown = [i for i in impls if not (suffix == "speedup" and i == "pcl-kdtree")]
         width = 0.8 / max(len(shown), 1)
         for k, impl in enumerate(shown):
@@ -104,21 +149,26 @@ def _frame_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
                 np.arange(len(groups)) + k * width, values, width, label=impl,
                 color=_colour(impl, impls),
             )
+            for x, group in enumerate(groups):  # mark where it could not run, and why
+                status = _status(rows, impl, group)
+                if status not in (None, "ok"):
+                    ax.text(x + k * width, 0.01, status, transform=ax.get_xaxis_transform(),
+                            rotation=90, fontsize=5, ha="center", va="bottom")  # fmt: skip
         ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel(ylabel)
-        ax.set_title(f"real frames: {ylabel}{_failures_note(rows)}", fontsize=9)
+        ax.set_title(f"{title}: {ylabel}{_failures_note(rows)}", fontsize=9)
         ax.grid(True, axis="y", which="both", alpha=0.3)
         ax.legend(fontsize=7, ncol=3)
-        paths.append(_save(fig, directory / f"frames_{suffix}.png"))
+        paths.append(_save(fig, directory / f"{prefix}_{suffix}.png"))
     paths.append(
         _stage_figure(
             rows,
             groups,
             "frame_case",
-            "frame, d_th",
-            "real frames: stage breakdown",
-            directory / "frames_stages.png",
+            xlabel,
+            f"{title}: stage breakdown",
+            directory / f"{prefix}_stages.png",
         )
     )
     return paths
@@ -167,6 +217,14 @@ def _lookup(
     return float("nan")
 
 
+def _status(rows: list[dict[str, Any]], impl: str, group: str) -> str | None:
+    """The status of ``impl``'s row in ``group`` (None where it has none)."""
+    for row in rows:
+        if row["impl"] == impl and str(row["frame_case"]) == group:
+            return row.get("status")
+    return None
+
+
 def _failures_note(rows: list[dict[str, Any]]) -> str:
     """`` (not run: RS-matrix oom x2, ...)`` for rows whose status is not ``ok``."""
     counts: dict[str, int] = {}
@@ -176,8 +234,9 @@ def _failures_note(rows: list[dict[str, Any]]) -> str:
             counts[tag] = counts.get(tag, 0) + 1
     if not counts:
         return ""
-    listed = ", ".join(f"{tag} x{n}" for tag, n in sorted(counts.items()))
-    return f"\n(not run: {listed})"
+    tags = sorted(counts.items())
+    lines = [", ".join(f"{tag} x{n}" for tag, n in tags[i : i + 4]) for i in range(0, len(tags), 4)]
+    return "\n(not run: " + ",\n".join(lines) + ")"
 
 
 def _style(impl: str) -> str:

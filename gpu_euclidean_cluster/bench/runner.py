@@ -1,12 +1,16 @@
-"""Measure every implementation on every case: GPU methods, CPU peers, oracle check, speedups.
+"""Measure every implementation on every case: GPU methods, CPU and GPU peers, oracle check,
+speedups, GPU memory.
 
-One row per (case, implementation) with status ``ok``, ``oom`` (the method cannot run the case:
-out of memory), ``skipped`` (a CPU implementation beyond the configured size limits) or
-``error``; rows are never dropped.
+One row per (case, implementation) with status ``ok``, ``refused`` (a paper's method whose graph
+structure would not fit: ``StructureTooLargeError``, reason "refused: ..." naming ``union_find``),
+``oom`` (the device ran out of memory), ``skipped`` (beyond the configured size limits, or known
+to be hopeless on the case), ``not run`` (a peer that is not available here) or ``error``; rows
+are never dropped.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,37 +18,49 @@ from typing import Any
 import numpy as np
 
 from ..clusterer import Backend, EuclideanClusterer
-from ..core.config import LABELLING_METHODS, SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig
-from ..core.numbering import canonical_labels
+from ..core.config import LABELLING_METHODS, SEARCHES, ClusterConfig
+from ..core.memory import StructureTooLargeError
 from ..core.result import STAGES, ClusterResult
-from ..cuda.matrix_memory import MatrixMemoryError, format_bytes
+from .arborx import DENSEBOX_ROW, ArborxPeer
 from .cases import Case, CaseData
-from .peers import BASELINE_PEER, Peer, cpu_backend_labels
+from .peers import BASELINE_PEER, Peer, canonical_partition, cpu_backend_labels
 from .stats import median, p99, time_calls
 
 
 @dataclass(frozen=True)
 class Variant:
-    """A GPU method as measured: the paper's method x search, and whether pointer jumping is on."""
+    """A GPU method as measured: the method x search, whether pointer jumping is on, and whether
+    the points are already on the device (and the labels left there)."""
 
     method: str
     search: str
     pointer_jumping: bool = False
+    device_resident: bool = False
 
     @property
     def name(self) -> str:
-        """``RS-matrix``, ``ES-vertex`` (the paper's naming); ``+pj`` with pointer jumping."""
-        return f"{SEARCH_ABBREV[self.search]}-{self.method}{'+pj' if self.pointer_jumping else ''}"
+        """``RS-matrix``, ``ES-vertex`` (the paper's naming); ``+pj`` with pointer jumping;
+        ``+dev`` device-resident (CuPy points in, CuPy labels out: no host copies timed)."""
+        pj = "+pj" if self.pointer_jumping else ""
+        dev = "+dev" if self.device_resident else ""
+        return f"{SEARCH_ABBREV[self.search]}-{self.method}{pj}{dev}"
 
 
 SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS"}
 
 #: The fused union-find and the paper's six combinations as written (ES and RS each), then the
-#: vertex and edge methods with pointer jumping (the matrix method has no such option).
+#: vertex and edge methods with pointer jumping (the matrix method has no such option), then the
+#: default configuration (``auto`` = union_find, range search) device-resident.
 GPU_VARIANTS: tuple[Variant, ...] = (
     *(Variant(m, s) for s in SEARCHES for m in LABELLING_METHODS),
     *(Variant(m, s, pointer_jumping=True) for s in SEARCHES for m in ("vertex", "edge")),
+    Variant("union_find", "range", device_resident=True),
 )
+
+#: The row of what the library runs by default (``method="auto"``, range search, on CUDA), and
+#: the same with the points already on the GPU: the rows issue 11's time targets are judged on.
+DEFAULT_VARIANT = "RS-union_find"
+DEFAULT_RESIDENT_VARIANT = "RS-union_find+dev"
 
 #: The peer every row's ``matches_oracle`` is judged against when it ran (else the ground truth).
 ORACLE_PEER = "cpu-backend"
@@ -61,13 +77,24 @@ class Settings:
     cpu_max_points: int = 262144
     cpu_max_pairs: int = 10_000_000
     cpu_es_max_points: int = 20000
+    #: Exhaustive search on the GPU only up to this many points (0: no limit).
+    gpu_es_max_points: int = 0
+    #: ``ClusterConfig.memory_budget`` of every run (bytes the paper's methods may spend on their
+    #: graph structure; None: the backend's default, the free GPU memory / half the host's).
+    memory_budget: int | None = None
+    #: The CPU backend's method for the untimed oracle (``edge``: independent of union_find;
+    #: ``union_find``: its CPU twin, for clouds too dense for an edge list).
+    oracle_method: str = "edge"
+    #: Largest cloud the untimed oracle runs on (0: ``cpu_max_points``).
+    oracle_max_points: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 class CaseRunner:
-    """Runs the GPU methods on one backend and the CPU peers on each case."""
+    """Runs the GPU methods on one backend, the CPU peers and the GPU peer (ArborX, when given)
+    on each case."""
 
     def __init__(
         self,
@@ -75,15 +102,18 @@ class CaseRunner:
         methods: list[Variant],
         peers: list[Peer],
         settings: Settings,
+        arborx: ArborxPeer | None = None,
     ) -> None:
         self.backend = backend
         self.methods = methods
         self.peers = peers
         self.settings = settings
+        self.arborx = arborx
 
     def implementations(self) -> list[str]:
         """Names of what is measured on each case, peers first (they provide the oracle)."""
-        return [p.name for p in self.peers] + [v.name for v in self.methods]
+        arborx = self.arborx.names if self.arborx else []
+        return [p.name for p in self.peers] + [v.name for v in self.methods] + arborx
 
     def run(self, case: Case, on_step: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
         """Rows for ``case``: one per peer and one per method, with speedups filled in."""
@@ -97,8 +127,12 @@ class CaseRunner:
             if peer.name == ORACLE_PEER and labels is not None:
                 oracle, oracle_name = labels, ORACLE_PEER
             peer_runs.append((row, labels))
+        oracle_ms = None
         if oracle is None:
+            start = time.perf_counter()
             oracle, oracle_name = self._untimed_oracle(case, data)
+            if oracle is not None:
+                oracle_ms = round((time.perf_counter() - start) * 1e3, 1)
         rows = []
         for row, labels in peer_runs:
             row["matches_oracle"] = _matches(labels, oracle)
@@ -107,9 +141,19 @@ class CaseRunner:
             if on_step:
                 on_step(f"{case.key} {variant.name}")
             rows.append(self._run_method(case, data, variant, oracle))
+        if self.arborx is not None:
+            if on_step:
+                for name in self.arborx.names:
+                    on_step(f"{case.key} {name}")
+            _release_device_memory(self.backend)  # the peer's process gets the free memory
+            base = _base_row(case, data, "", "", "")
+            rows += self.arborx.rows(data.points, data.d_th, oracle, base)
         for row in rows:
             row["oracle"] = oracle_name
+            if oracle_ms is not None:
+                row["oracle_ms"] = oracle_ms
         _add_speedups(rows)
+        _add_arborx_ratios(rows)
         return rows
 
     def _run_peer(
@@ -129,7 +173,7 @@ class CaseRunner:
         except Exception as error:  # a peer's failure is recorded, the run goes on
             row.update(_failure_fields(error))
             return row, None
-        labels = _canonical(timed.value)
+        labels = canonical_partition(timed.value)
         row.update(_timing_fields(timed.samples_ms, timed.warmup_runs))
         row.update(status="ok", clusters=int(labels.max(initial=-1)) + 1)
         return row, labels
@@ -139,44 +183,77 @@ class CaseRunner:
     ) -> dict[str, Any]:
         row = _base_row(case, data, variant.name, "gpu-method", self.backend.name)
         row["pointer_jumping"] = variant.pointer_jumping
-        if self.backend.name == "cpu":
-            reason = self._cpu_skip_reason(case, data, exhaustive=variant.search == "exhaustive")
-            if reason:
-                row.update(status="skipped", reason=reason)
-                return row
+        row["device_resident"] = variant.device_resident
+        reason = self._method_skip_reason(case, data, variant)
+        if reason:
+            row.update(status="skipped", reason=reason)
+            return row
         config = ClusterConfig(
             d_th=data.d_th,
             method=variant.method,  # type: ignore[arg-type]
             search=variant.search,  # type: ignore[arg-type]
             pointer_jumping=variant.pointer_jumping,
+            memory_budget=self.settings.memory_budget,
         )
         clusterer = EuclideanClusterer(config, backend=self.backend)
         results: list[ClusterResult] = []
+        _release_device_memory(self.backend)
+        # device-resident: the points are copied to the device once, untimed; labels stay there
+        points = self.backend.to_device(data.points) if variant.device_resident else data.points
 
         def call() -> ClusterResult:
-            result = clusterer.cluster(data.points)
+            result = clusterer.cluster(points)
             results.append(result)
             return result
 
         s = self.settings
         try:
             timed = time_calls(call, s.warmup, s.repeats, s.budget_s)
-        except Exception as error:  # recorded (out of memory or other), never dropped
+            measured = results[timed.warmup_runs :]
+            labels = _host(timed.value.labels)
+        except Exception as error:  # recorded (refused, out of memory or other), never dropped
+            del results[:]
             row.update(_failure_fields(error))
-            return row
-        finally:
             row["pool_bytes"] = _release_device_memory(self.backend)
-        measured = results[timed.warmup_runs :]
+            return row
+        del results[:]
+        try:
+            row.update(_peak_device_memory(self.backend, call, len(data.points)))
+        except Exception as error:  # the timings stand; only the memory figure is missing
+            row["memory_note"] = f"peak GPU memory not measured: {type(error).__name__}: {error}"
+        finally:
+            del results[:]
+            row["pool_bytes"] = _release_device_memory(self.backend)
         row.update(_timing_fields(timed.samples_ms, timed.warmup_runs))
         row.update(_result_fields(measured))
-        row.update(status="ok", matches_oracle=_matches(timed.value.labels, oracle))
+        row.update(status="ok", matches_oracle=_matches(labels, oracle))
         return row
+
+    def _method_skip_reason(self, case: Case, data: CaseData, variant: Variant) -> str | None:
+        if variant.name in case.skip:
+            return case.skip[variant.name]
+        exhaustive = variant.search == "exhaustive"
+        if self.backend.name == "cpu":
+            return self._cpu_skip_reason(case, data, exhaustive=exhaustive)
+        limit = self.settings.gpu_es_max_points
+        if exhaustive and limit and len(data.points) > limit:
+            return (
+                f"exhaustive search on the GPU: {len(data.points)} points > --gpu-es-max-points "
+                f"{limit}"
+            )
+        return None
 
     def _untimed_oracle(self, case: Case, data: CaseData) -> tuple[np.ndarray | None, str | None]:
         """The CPU backend's labels, not timed, where no peer or ground truth gave an oracle."""
-        if self._cpu_skip_reason(case, data, exhaustive=False):
+        s = self.settings
+        if s.oracle_max_points:
+            if len(data.points) > s.oracle_max_points:
+                return None, None
+        elif self._cpu_skip_reason(case, data, exhaustive=False):
             return None, None
-        return cpu_backend_labels(data.points, data.d_th), f"{ORACLE_PEER} (untimed)"
+        labels = cpu_backend_labels(data.points, data.d_th, s.oracle_method)
+        method = "" if s.oracle_method == "edge" else f" {s.oracle_method}"
+        return labels, f"{ORACLE_PEER}{method} (untimed)"
 
     def _cpu_skip_reason(self, case: Case, data: CaseData, exhaustive: bool) -> str | None:
         n = len(data.points)
@@ -200,6 +277,7 @@ def _base_row(case: Case, data: CaseData, impl: str, kind: str, backend: str) ->
         "variable": case.variable,
         "value": case.value,
         **case.params,
+        **data.extra,
         "points": len(data.points),
         "d_th": data.d_th,
         "impl": impl,
@@ -238,13 +316,63 @@ def _result_fields(results: list[ClusterResult]) -> dict[str, Any]:
 
 
 def _failure_fields(error: Exception) -> dict[str, Any]:
-    """``oom`` with "out of memory (need X, free Y)" where the device ran out, else ``error``."""
-    if isinstance(error, MatrixMemoryError):
-        need, free = format_bytes(error.need_bytes), format_bytes(error.free_bytes)
-        return {"status": "oom", "reason": f"out of memory (need {need}, free {free})"}
+    """``refused`` where a method sized its structure and found it would not fit (its message
+    names the need, the limit and ``union_find``), ``oom`` where the device ran out anyway, else
+    ``error``."""
+    if isinstance(error, StructureTooLargeError):
+        return {"status": "refused", "reason": f"refused: {error}"}
     if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
         return {"status": "oom", "reason": f"out of memory ({error})"}
     return {"status": "error", "reason": f"{type(error).__name__}: {error}"}
+
+
+def _host(labels: Any) -> np.ndarray:
+    """Labels as a NumPy array (device-resident runs return CuPy labels; copied here, untimed)."""
+    return labels.get() if hasattr(labels, "get") else np.asarray(labels)
+
+
+def _peak_device_memory(
+    backend: Backend, call: Callable[[], ClusterResult], points: int
+) -> dict[str, Any]:
+    """Peak GPU memory of one more (untimed) run of ``call``: the most bytes held from CuPy's pool
+    at once (a CuPy memory hook; a device-resident run's input was allocated before and is not
+    counted), per point, and the drop of the driver's free memory (``memGetInfo``) over the run
+    from an empty pool. Off the GPU: no fields."""
+    if backend.name != "cuda":
+        return {}
+    import cupy
+
+    class PeakHook(cupy.cuda.MemoryHook):  # type: ignore[misc, name-defined]
+        name = "bench-peak-bytes"
+
+        def __init__(self) -> None:
+            self.held: dict[int, int] = {}
+            self.used = 0
+            self.peak = 0
+
+        def malloc_postprocess(self, **kw: Any) -> None:
+            if kw.get("mem_ptr"):
+                self.held[kw["mem_ptr"]] = kw["mem_size"]
+                self.used += kw["mem_size"]
+                self.peak = max(self.peak, self.used)
+
+        def free_postprocess(self, **kw: Any) -> None:
+            self.used -= self.held.pop(kw.get("mem_ptr"), 0)
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    backend.synchronize()
+    free_before = int(cupy.cuda.runtime.memGetInfo()[0])
+    hook = PeakHook()
+    with hook:
+        result = call()  # a failure here is the method's own: the caller records it
+        backend.synchronize()
+    free_after = int(cupy.cuda.runtime.memGetInfo()[0])
+    del result
+    return {
+        "peak_gpu_bytes": hook.peak,
+        "bytes_per_point": round(hook.peak / points, 1) if points else None,
+        "mem_info_delta_bytes": free_before - free_after,
+    }
 
 
 def _release_device_memory(backend: Backend) -> int | None:
@@ -266,16 +394,7 @@ def _release_device_memory(backend: Backend) -> int | None:
 def _truth_oracle(data: CaseData) -> tuple[np.ndarray | None, str | None]:
     if data.truth is None:
         return None, None
-    return _canonical(data.truth), "ground-truth"
-
-
-def _canonical(component_ids: np.ndarray) -> np.ndarray:
-    """Canonical labels (clusters by size, min size 1) of arbitrary ids; -1 stays -1."""
-    ids = np.asarray(component_ids)
-    labels = np.full(len(ids), -1, dtype=np.int32)
-    valid = ids >= 0
-    labels[valid], _, _ = canonical_labels(ids[valid], 1, UNLIMITED_CLUSTER_SIZE)
-    return labels
+    return canonical_partition(data.truth), data.truth_name or "ground-truth"
 
 
 def _matches(labels: Any, oracle: np.ndarray | None) -> bool | None:
@@ -291,6 +410,19 @@ def _add_speedups(rows: list[dict[str, Any]]) -> None:
         column = f"speedup_vs_{peer['impl'].replace('-', '_')}"
         for row in _ok_rows(rows, None):
             row[column] = round(peer["median_ms"] / row["median_ms"], 3)
+
+
+def _add_arborx_ratios(rows: list[dict[str, Any]]) -> None:
+    """``ratio_to_arborx_densebox``: a GPU method's median over ArborX FDBSCAN-DenseBox's, both of
+    this run: NumPy in -> labels out against its copy-in + cluster + copy-back (``median_ms``), and
+    a device-resident row against its points-on-the-GPU time (``device_median_ms``)."""
+    peer = next((r for r in _ok_rows(rows, "gpu-peer") if r["impl"] == DENSEBOX_ROW), None)
+    if peer is None:
+        return
+    for row in _ok_rows(rows, "gpu-method"):
+        reference = peer["device_median_ms"] if row.get("device_resident") else peer["median_ms"]
+        if reference:
+            row["ratio_to_arborx_densebox"] = round(row["median_ms"] / reference, 3)
 
 
 def _ok_rows(rows: list[dict[str, Any]], kind: str | None) -> Iterator[dict[str, Any]]:

@@ -2,8 +2,11 @@
 
 Sub-commands (each writes into ``--output DIR``):
 
-- ``synthetic``: the four experiments of Table 2 for the six method x search combinations.
-- ``frames``: the real frames of ``$LIDAR_DATA_DIR`` at d_th 0.3 / 0.5 / 1.0 m.
+- ``synthetic``: the four experiments of Table 2 for every method x search combination.
+- ``frames``: the real frames of ``$LIDAR_DATA_DIR`` at d_th 0.3 / 0.5 / 1.0 m, with ArborX's
+  FDBSCAN and FDBSCAN-DenseBox as GPU peers when ``$ARBORX_EC`` names its program.
+- ``stress``: dense, huge and high-degree clouds (identical points, a 2 m cube, kitti_000001 at
+  5 / 20 / 100 m, 2 M points, mean degree 1 000 and 10 000): time, peak GPU memory, correctness.
 - ``node``: end-to-end latency and the highest sustained rate of the ROS node.
 - ``plot`` / ``targets``: redraw the figures / re-check the targets from the files in DIR.
 """
@@ -31,7 +34,7 @@ ALL = "all"
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="benchmark the six GPU methods against CPU peers (paper's Section 5)",
+        help="benchmark the GPU methods against CPU and GPU peers (paper's Section 5, issue 11)",
         description=__doc__.split("\n\n", 1)[1].replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -52,17 +55,39 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     frames = sub.add_parser("frames", help="real LiDAR frames at d_th 0.3 / 0.5 / 1.0 m")
     _add_measure_options(frames)
-    frames.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="folder of the frames (default: $LIDAR_DATA_DIR, else ../shared/data)",
-    )
+    _add_data_dir_option(frames, "folder of the frames")
+    _add_gpu_options(frames, gpu_es_max_points=0)
+    _add_arborx_options(frames, reps=10)
     frames.set_defaults(run=run_frames)
+
+    stress = sub.add_parser(
+        "stress", help="dense, huge and high-degree clouds: time, peak GPU memory, correctness"
+    )
+    _add_measure_options(stress, methods=STRESS_METHODS, peers="none")
+    stress.add_argument(
+        "--cases",
+        default=ALL,
+        help="comma-separated subset of room-vlp16,cabin-hdl64e,identical,cube,tiled,kitti "
+        "(default: all, in that order)",
+    )
+    _add_data_dir_option(stress, "folder of kitti_000001.bin (absent: a simulated HDL-64E sweep)")
+    _add_gpu_options(stress, gpu_es_max_points=STRESS_GPU_ES_MAX_POINTS)
+    _add_arborx_options(stress, reps=3)
+    stress.set_defaults(run=run_stress)
 
     node = sub.add_parser("node", help="node end to end: receive -> publish latency, max rate")
     _add_node_options(node)
     node.set_defaults(run=run_node)
+
+    reliability = sub.add_parser(
+        "reliability",
+        help="the node as its own process under floods, a soak and malformed messages",
+        description="Flood the node (as its own process) at 50 and 200 Hz, soak it with 2000 "
+        "frames while sampling its RSS, and send a matrix of malformed PointCloud2 messages; "
+        "writes reliability.json and checks crashes, tracebacks, RSS slope and drop reporting.",
+    )
+    _add_reliability_options(reliability)
+    reliability.set_defaults(run=run_reliability)
 
     plot = sub.add_parser("plot", help="redraw the PNGs from the JSON files in --output")
     _add_output_option(plot)
@@ -79,7 +104,69 @@ def _add_output_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_measure_options(parser: argparse.ArgumentParser) -> None:
+def _add_data_dir_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help=f"{what} (default: $LIDAR_DATA_DIR, else ../shared/data)",
+    )
+
+
+#: ``bench stress`` measures these by default: the fused union-find (also device-resident), its ES
+#: variant, and the paper's methods as the library runs them (they refuse the dense clouds).
+STRESS_METHODS = "RS-union_find,RS-union_find+dev,ES-union_find,RS-edge+pj,RS-vertex+pj,RS-matrix"
+#: ``bench stress``: exhaustive search only on clouds up to this size (O(N^2): 2 M points ~3 s).
+STRESS_GPU_ES_MAX_POINTS = 300_000
+#: ``bench stress --quick``: the paper's methods get this memory budget, so that the tiny dense
+#: clouds are refused on the CPU as the full-size ones are on the GPU.
+QUICK_STRESS_MEMORY_BUDGET = 4 << 20
+
+
+def _add_gpu_options(parser: argparse.ArgumentParser, gpu_es_max_points: int) -> None:
+    parser.add_argument(
+        "--gpu-es-max-points",
+        type=int,
+        default=gpu_es_max_points,
+        help="skip exhaustive search on the GPU on larger clouds, 0: never "
+        f"(default {gpu_es_max_points})",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="bytes the paper's methods may spend on their graph structure before they refuse "
+        "the case (default: the free GPU memory, or half the host's on the CPU; --quick stress: "
+        f"{QUICK_STRESS_MEMORY_BUDGET >> 20} MiB)",
+    )
+
+
+def _add_arborx_options(parser: argparse.ArgumentParser, reps: int) -> None:
+    parser.add_argument(
+        "--no-arborx",
+        action="store_true",
+        help="leave out the rows of ArborX's FDBSCAN / FDBSCAN-DenseBox (run when $ARBORX_EC "
+        "names its program, else 'not run: $ARBORX_EC not set')",
+    )
+    parser.add_argument(
+        "--arborx-reps",
+        type=int,
+        default=reps,
+        help=f"timed runs of the ArborX program per eps, after its 2 warm-ups (default {reps})",
+    )
+    parser.add_argument(
+        "--arborx-timeout-s",
+        type=float,
+        default=120.0,
+        help="kill one run of the ArborX program (one cloud: 3 eps x 2 implementations) after "
+        "this long, keeping the rows it printed (default 120 s)",
+    )
+
+
+def _add_measure_options(
+    parser: argparse.ArgumentParser, methods: str = "all", peers: str = "all"
+) -> None:
     from ..bench.peers import peer_names
     from ..bench.runner import Settings
 
@@ -89,21 +176,23 @@ def _add_measure_options(parser: argparse.ArgumentParser) -> None:
         "--backend",
         choices=BACKENDS,
         default=DEFAULT_BACKEND,
-        help=f"where the six methods run (default {DEFAULT_BACKEND}: CUDA if CuPy sees a GPU)",
+        help=f"where the GPU methods run (default {DEFAULT_BACKEND}: CUDA if CuPy sees a GPU)",
     )
     parser.add_argument("--device-id", type=int, default=0, help="CUDA device (default 0)")
     parser.add_argument(
         "--methods",
-        default=ALL,
-        help="comma-separated subset of ES-vertex,ES-edge,ES-matrix,RS-vertex,RS-edge,RS-matrix "
-        "(the paper's algorithms as written) and ES-vertex+pj,ES-edge+pj,RS-vertex+pj,"
-        "RS-edge+pj (with pointer jumping), or 'none' (default: all ten)",
+        default=methods,
+        help="comma-separated subset of ES-union_find,RS-union_find (the fused method, what "
+        "'auto' runs), ES-vertex,ES-edge,ES-matrix,RS-vertex,RS-edge,RS-matrix (the paper's "
+        "algorithms as written), ES-vertex+pj,ES-edge+pj,RS-vertex+pj,RS-edge+pj (with pointer "
+        "jumping) and RS-union_find+dev (points already on the GPU, labels left there), 'all' or "
+        f"'none' (default: {'all eleven' if methods == ALL else methods})",
     )
     parser.add_argument(
         "--peers",
-        default=ALL,
-        help=f"comma-separated CPU peers out of {','.join(peer_names())}, or "
-        "'none' (default: all whose modules import)",
+        default=peers,
+        help=f"comma-separated CPU peers out of {','.join(peer_names())}, 'all' or "
+        f"'none' (default: {'all whose modules import' if peers == ALL else peers})",
     )
     parser.add_argument(
         "--repeats",
@@ -230,6 +319,18 @@ def run_frames(args: argparse.Namespace) -> int:
     return _measure(args, "frames", cases)
 
 
+def run_stress(args: argparse.Namespace) -> int:
+    from ..bench.cases import data_dir
+    from ..bench.stress import STRESS_NAMES, stress_cases
+
+    names = list(STRESS_NAMES) if args.cases == ALL else _split(args.cases)
+    try:
+        cases = stress_cases(names, args.quick, args.data_dir or data_dir())
+    except ValueError as error:
+        raise CommandError(str(error)) from error
+    return _measure(args, "stress", cases)
+
+
 def run_node(args: argparse.Namespace) -> int:
     from ..bench.node_bench import run_node_bench
 
@@ -239,6 +340,51 @@ def run_node(args: argparse.Namespace) -> int:
     print(f"wrote {args.output / 'node.json'}")
     _report_targets(args.output)
     return 0
+
+
+def _add_reliability_options(parser: argparse.ArgumentParser) -> None:
+    from ..bench.reliability import ReliabilityOptions
+
+    d = ReliabilityOptions()
+    _add_output_option(parser)
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default=d.backend, help=f"node backend (default {d.backend})"
+    )
+    parser.add_argument("--frame", type=Path, default=None, help="cloud file to send")
+    parser.add_argument(
+        "--soak-frames", type=int, default=d.soak_frames,
+        help=f"frames of the soak (default {d.soak_frames})",
+    )
+    parser.add_argument(
+        "--flood-duration-s", type=float, default=d.flood_duration_s,
+        help=f"seconds per flood step (default {d.flood_duration_s:g})",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="CI mode: CPU backend, small cloud, short run"
+    )
+
+
+def run_reliability(args: argparse.Namespace) -> int:
+    from ..bench.reliability import (
+        QUICK_OPTIONS,
+        ReliabilityOptions,
+        format_reliability,
+        run_reliability,
+    )
+
+    options = QUICK_OPTIONS if args.quick else ReliabilityOptions(
+        backend=args.backend,
+        frame=args.frame,
+        soak_frames=args.soak_frames,
+        flood_duration_s=args.flood_duration_s,
+        log_dir=args.output / "reliability_logs",
+    )
+    report = run_reliability(options)
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "reliability.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(format_reliability(report))
+    print(f"wrote {args.output / 'reliability.json'}")
+    return 0 if report["passed"] else 1
 
 
 def node_options(args: argparse.Namespace) -> NodeBenchOptions:
@@ -268,7 +414,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
     rows = _all_rows(args.output)
     if not rows:
-        raise CommandError(f"no synthetic.json or frames.json in {args.output}")
+        raise CommandError(f"no {', '.join(f'{n}.json' for n in RESULT_FILES)} in {args.output}")
     for path in plot_results(rows, args.output):
         print(f"wrote {path}")
     return 0
@@ -287,14 +433,16 @@ def _measure(args: argparse.Namespace, name: str, cases: list[Any]) -> int:
     from ..bench.suite import run_cases
     from ..clusterer import make_backend
 
-    settings = _settings(args)
+    settings = _settings(args, name)
     backend_name = "cpu" if args.quick else args.backend
     if args.quick and args.backend == "cuda":
         log.warning("--quick runs on the CPU backend; ignoring --backend cuda")
     backend = make_backend(backend_name, args.device_id)
-    runner = CaseRunner(backend, _methods(args.methods), _peers(args.peers), settings)
+    arborx = _arborx(args) if hasattr(args, "no_arborx") else None
+    runner = CaseRunner(backend, _methods(args.methods), _peers(args.peers), settings, arborx)
     meta = run_metadata(python_command(), backend.name)
-    store = ResultStore(args.output, name, meta, settings.as_dict())
+    recorded = {**settings.as_dict(), **(arborx.settings() if arborx else {})}
+    store = ResultStore(args.output, name, meta, recorded)
     log.info(
         "%s: %d case(s) x %s on %s",
         name,
@@ -316,21 +464,49 @@ QUICK_SETTINGS = {"warmup": 1, "repeats": 2, "budget_s": 0.5, "peer_warmup": 0,
                   "cpu_es_max_points": 4096}  # fmt: skip
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def _settings(args: argparse.Namespace, name: str = "") -> Any:
     from ..bench.runner import Settings
+    from ..bench.stress import STRESS_ORACLE_MAX_POINTS
 
     for option in ("repeats", "cpu_max_points", "cpu_max_pairs", "cpu_es_max_points"):
         if getattr(args, option) < 1:
             raise CommandError(f"--{option.replace('_', '-')} must be >= 1")
-    for option in ("warmup", "peer_warmup"):
-        if getattr(args, option) < 0:
+    for option in ("warmup", "peer_warmup", "gpu_es_max_points"):
+        if getattr(args, option, 0) < 0:
             raise CommandError(f"--{option.replace('_', '-')} must be >= 0")
     if not args.budget_s > 0:
         raise CommandError("--budget-s must be > 0")
-    values = {name: getattr(args, name) for name in Settings.__dataclass_fields__}
+    if getattr(args, "memory_budget", None) is not None and args.memory_budget < 1:
+        raise CommandError("--memory-budget must be >= 1 byte")
+    if hasattr(args, "arborx_reps") and args.arborx_reps < 1:
+        raise CommandError("--arborx-reps must be >= 1")
+    if hasattr(args, "arborx_timeout_s") and not args.arborx_timeout_s > 0:
+        raise CommandError("--arborx-timeout-s must be > 0")
+    defaults = Settings()
+    values = {
+        field: getattr(args, field, getattr(defaults, field))
+        for field in Settings.__dataclass_fields__
+    }
+    if name == "stress":  # too dense for the edge list of the default oracle: its union_find twin
+        values.update(oracle_method="union_find", oracle_max_points=STRESS_ORACLE_MAX_POINTS)
     if args.quick:
         values.update(QUICK_SETTINGS)
+        if name == "stress" and values["memory_budget"] is None:
+            values["memory_budget"] = QUICK_STRESS_MEMORY_BUDGET
     return Settings(**values)
+
+
+def _arborx(args: argparse.Namespace) -> Any:
+    """The ArborX peer (its rows say "not run: $ARBORX_EC not set" without the program); None
+    with ``--no-arborx``: no ArborX rows at all."""
+    from ..bench.arborx import ArborxPeer
+
+    if args.no_arborx:
+        return None
+    peer = ArborxPeer.from_environment(args.arborx_reps, args.arborx_timeout_s)
+    if peer.binary is None:
+        log.info("ArborX rows not run: %s", peer.reason)
+    return peer
 
 
 def _methods(value: str) -> list[Any]:
@@ -375,11 +551,15 @@ def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+#: The results files ``plot`` and ``targets`` read.
+RESULT_FILES = ("synthetic", "frames", "stress")
+
+
 def _all_rows(directory: Path) -> list[dict[str, Any]]:
     from ..bench.results import load_results
 
     rows: list[dict[str, Any]] = []
-    for name in ("synthetic", "frames"):
+    for name in RESULT_FILES:
         path = directory / f"{name}.json"
         if path.is_file():
             rows += load_results(path)["rows"]
