@@ -2,11 +2,16 @@
 # Produces the GPU report under benchmarks/results/: run on a CUDA machine from the repository
 # root, with the package importable and $LIDAR_DATA_DIR set.
 #
-#   bash benchmarks/run_gpu_report.sh checks OUTDIR      # GPU tests, frames, then the node phase
-#   bash benchmarks/run_gpu_report.sh node OUTDIR        # node pipeline, node bench, 300-frame replay
+#   bash benchmarks/run_gpu_report.sh tests OUTDIR       # every GPU test (pytest -m gpu)
+#   bash benchmarks/run_gpu_report.sh frames_stress OUTDIR   # frames + ArborX, then stress
+#   bash benchmarks/run_gpu_report.sh node OUTDIR        # node pipeline profile, node bench
+#   bash benchmarks/run_gpu_report.sh reliability OUTDIR # bench reliability on the CUDA node
 #   bash benchmarks/run_gpu_report.sh synthetic OUTDIR [EXPERIMENTS] [--resume]
 #   bash benchmarks/run_gpu_report.sh stress OUTDIR [--resume]     # issue 11's stress set
 #   bash benchmarks/run_gpu_report.sh bench OUTDIR       # frames + stress + synthetic, <= ~8 min
+#
+# A device call holds at most 10 minutes: the report of 2026-11-23 ran `tests`, then
+# `frames_stress` + `node`, then `synthetic` + `reliability`.
 #
 # After `source .device/env.sh`, $ARBORX_EC names ArborX's DBSCAN program: `bench frames` and
 # `bench stress` then add its FDBSCAN / FDBSCAN-DenseBox rows (without it they say "not run").
@@ -14,7 +19,7 @@
 # results file is rewritten after each case; a step cut short gets its figures and targets
 # redrawn from what it wrote).
 set -uo pipefail
-phase=${1:?phase: checks, node, synthetic, stress or bench}
+phase=${1:?phase: tests, frames_stress, node, reliability, synthetic, stress or bench}
 out=${2:?output folder}
 mkdir -p "$out"
 cli=(python -m gpu_euclidean_cluster.commands.cli)
@@ -86,27 +91,35 @@ EOF
 node_phase() {
     timeout 30 bash -c "$(declare -f node_pipeline_profile); node_pipeline_profile" \
         > "$out/node_pipeline.log" 2>&1
-    timeout 80 "${cli[@]}" bench node --output "$out/node" --reliability reliable \
-        --rates 10,20,30,50 --duration-s 5 > "$out/node.log" 2>&1
-    # Issue 4: a 300-frame simulated HDL-64E bag replayed at 10 Hz through the CUDA node.
-    timeout 110 "${cli[@]}" demo --frames 300 --out "$out/replay300" > "$out/replay300.log" 2>&1
-    echo "demo exit $?" >> "$out/replay300.log"
-    rm -rf "$out/replay300/demo_bag"  # 650 MB of simulated sweeps
+    # Default input QoS (best effort) and transport: in-process, then the node as its own process.
+    timeout 230 "${cli[@]}" bench node --output "$out/node" --rates 10,20,30,50,100 \
+        --duration-s 4 > "$out/node.log" 2>&1
+    echo "bench node exit $?" >> "$out/node.log"
 }
 
 case "$phase" in
-checks)
+tests)
     environment
-    timeout 180 python -m pytest -q -m gpu -p no:cacheprovider test/ > "$out/gpu_tests.log" 2>&1
+    timeout 540 python -m pytest -q -m gpu -p no:cacheprovider test/ > "$out/gpu_tests.log" 2>&1
     echo "gpu tests exit $?" >> "$out/gpu_tests.log"
-    timeout 160 "${cli[@]}" bench frames --output "$out/frames" --budget-s 1 \
-        > "$out/frames.log" 2>&1
+    ;;
+frames_stress)
+    environment
+    mkdir -p "$out/frames"
+    timeout 110 "${cli[@]}" bench frames --output "$out/frames" --peers cpu-backend,pcl-kdtree \
+        --budget-s 1 --arborx-reps 10 > "$out/frames.log" 2>&1
     finish "$out/frames" $?
-    node_phase
+    stress_step 170
     ;;
 node)
     environment
     node_phase
+    ;;
+reliability)
+    environment
+    timeout 330 "${cli[@]}" bench reliability --backend cuda --output "$out/reliability" \
+        > "$out/reliability.log" 2>&1
+    echo "bench reliability exit $?" >> "$out/reliability.log"
     ;;
 synthetic)
     environment
