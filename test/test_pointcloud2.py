@@ -174,3 +174,27 @@ def test_from_xyz_packs_three_float32_fields():
     ]
     assert (cloud.height, cloud.width, cloud.point_step, cloud.row_step) == (1, 2, 12, 24)
     np.testing.assert_array_equal(pc.read_xyz(cloud), xyz.astype(np.float32))
+
+
+def test_from_cdr_reads_a_serialized_message_without_copying_the_points():
+    rclpy_serialization = pytest.importorskip("rclpy.serialization")
+    from builtin_interfaces.msg import Time
+    from std_msgs.msg import Header
+
+    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+
+    points = _odd_points(17)
+    for bigendian in (False, True):
+        cloud = pc.from_structured(points, is_bigendian=bigendian)
+        header = Header(stamp=Time(sec=12, nanosec=345), frame_id="velodyne_top")
+        data = rclpy_serialization.serialize_message(cloud_to_message(cloud, header))
+        decoded, got = pc.from_cdr(data)
+        assert (got.stamp.sec, got.stamp.nanosec, got.frame_id) == (12, 345, "velodyne_top")
+        assert decoded.fields == cloud.fields and decoded.is_bigendian == bigendian
+        assert bytes(decoded.data) == bytes(cloud.data)
+        assert isinstance(decoded.data, memoryview)  # a view into the message bytes
+        np.testing.assert_array_equal(pc.read_xyz(decoded), pc.read_xyz(cloud))
+    with pytest.raises(pc.PointCloud2Error, match="serialized message ends at byte"):
+        pc.from_cdr(data[: len(data) // 2])
+    with pytest.raises(pc.PointCloud2Error, match="not a little-endian CDR"):
+        pc.from_cdr(b"\x00\x00\x00\x00" + data[4:])

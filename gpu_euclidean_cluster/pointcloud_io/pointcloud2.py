@@ -12,6 +12,7 @@ point_step``), little- or big-endian data, and organised (``height > 1``) clouds
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,89 @@ def from_message(msg: Any) -> RawCloud:
         is_bigendian=bool(msg.is_bigendian),
         is_dense=bool(msg.is_dense),
     )
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """``builtin_interfaces/Time`` of a decoded header."""
+
+    sec: int
+    nanosec: int
+
+
+@dataclass(frozen=True)
+class CloudHeader:
+    """``std_msgs/Header`` of a decoded message."""
+
+    stamp: Stamp
+    frame_id: str
+
+
+def from_cdr(data: bytes | memoryview) -> tuple[RawCloud, CloudHeader]:
+    """The cloud and header of a serialized (CDR, little-endian) sensor_msgs/PointCloud2.
+
+    The point payload is a view into ``data``, not a copy. Fields in message order: header
+    (stamp sec int32, nanosec uint32, frame_id string), height, width, fields (name string,
+    offset uint32, datatype uint8, count uint32), is_bigendian, point_step, row_step, data
+    (uint8 sequence), is_dense; each primitive aligned to its size after the 4-byte
+    encapsulation header.
+
+    Raises:
+        PointCloud2Error: not little-endian CDR, or lengths that overrun the buffer.
+    """
+    view = memoryview(data).cast("B")
+    if bytes(view[:2]) != b"\x00\x01":
+        raise PointCloud2Error("unsupported", "not a little-endian CDR PointCloud2 message")
+    reader = _CdrReader(view)
+    stamp = Stamp(reader.read("i"), reader.read("I"))
+    frame_id = reader.string()
+    height, width, num_fields = reader.read("I"), reader.read("I"), reader.read("I")
+    fields = []
+    for _ in range(num_fields):
+        name = reader.string()
+        fields.append(Field(name, reader.read("I"), reader.read("B"), reader.read("I")))
+    is_bigendian = bool(reader.read("B"))
+    point_step, row_step = reader.read("I"), reader.read("I")
+    payload = reader.block(reader.read("I"))
+    is_dense = bool(reader.read("B"))
+    cloud = RawCloud(
+        fields=tuple(fields),
+        height=height,
+        width=width,
+        point_step=point_step,
+        row_step=row_step,
+        data=payload,
+        is_bigendian=is_bigendian,
+        is_dense=is_dense,
+    )
+    return cloud, CloudHeader(stamp, frame_id)
+
+
+class _CdrReader:
+    """Reads little-endian CDR primitives, aligned relative to the data after the 4-byte header."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self._at = 4
+
+    def read(self, code: str) -> int:
+        size = 1 if code == "B" else 4
+        self._at += -(self._at - 4) % size
+        return int(struct.unpack_from("<" + code, self.block(size))[0])
+
+    def string(self) -> str:
+        raw = bytes(self.block(self.read("I")))
+        return raw[:-1].decode("utf-8", errors="replace") if raw.endswith(b"\0") else raw.decode()
+
+    def block(self, size: int) -> memoryview:
+        end = self._at + size
+        if end > len(self._view):
+            raise PointCloud2Error(
+                "malformed", f"serialized message ends at byte {len(self._view)}, needs {end}"
+            )
+        block = self._view[self._at : end]
+        self._at = end
+        return block
 
 
 def check_layout(cloud: RawCloud) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import rclpy
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
@@ -31,10 +32,11 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile
 from sensor_msgs.msg import PointCloud2
+from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
 from ..core.config import ConfigError
-from ..pointcloud_io.pointcloud2 import PointCloud2Error, from_message
+from ..pointcloud_io.pointcloud2 import PointCloud2Error, from_cdr
 from . import detections
 from .descriptors import descriptor
 from .diagnostics import diagnostics_message
@@ -58,7 +60,10 @@ WARNING_THROTTLE_S = 2.0
 
 @dataclass(frozen=True)
 class _Frame:
-    msg: PointCloud2
+    """A received message, still serialized (the subscription is raw: rclpy builds no Python
+    message, and the point payload is decoded straight from these bytes)."""
+
+    cdr: bytes
     received: float
 
 
@@ -91,8 +96,12 @@ class EuclideanClusterNode(Node):
         for spec in PARAMETERS:
             self.declare_parameter(spec.name, spec.default, descriptor(spec))
         self._settings = settings_from_values(self._parameter_values())
+        # The worker publishes each frame before it processes the next, so the labelled payload
+        # may stay in the GPU pipeline's pinned buffer (no copy of ~3 MB per frame).
         self._processor = FrameProcessor(
-            self.get_parameter("backend").value, self.get_parameter("device_id").value
+            self.get_parameter("backend").value,
+            self.get_parameter("device_id").value,
+            copy_output=False,
         )
         self._processor.warm_up(self._settings)
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -149,7 +158,9 @@ class EuclideanClusterNode(Node):
             else None
         )
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 1)
-        self.create_subscription(PointCloud2, "input/points", self._on_points, input_qos)
+        self.create_subscription(
+            PointCloud2, "input/points", self._on_points, input_qos, raw=True
+        )
         # Steady clock: diagnostics keep coming under use_sim_time even while /clock is paused.
         self.create_timer(
             DIAGNOSTICS_PERIOD_S,
@@ -172,10 +183,10 @@ class EuclideanClusterNode(Node):
         self._settings = settings
         return SetParametersResult(successful=True)
 
-    def _on_points(self, msg: PointCloud2) -> None:
+    def _on_points(self, cdr: bytes) -> None:
         received = time.monotonic()
         self._stats.received(received)
-        if self._slot.put(_Frame(msg, received)):
+        if self._slot.put(_Frame(cdr, received)):
             self._stats.dropped()
 
     def _work(self) -> None:
@@ -185,7 +196,8 @@ class EuclideanClusterNode(Node):
     def _process(self, frame: _Frame) -> None:
         started = time.perf_counter()
         try:
-            output = self._processor.process(from_message(frame.msg), self._settings)
+            cloud, decoded = from_cdr(frame.cdr)
+            output = self._processor.process(cloud, self._settings)
         except PointCloud2Error as error:
             self._reject(error.kind, f"bad PointCloud2: {error}")
             return
@@ -203,10 +215,13 @@ class EuclideanClusterNode(Node):
             self.get_logger().warning(
                 output.fallback_reason, throttle_duration_sec=WARNING_THROTTLE_S
             )
-        self._publish(output, frame, (time.perf_counter() - started) * 1e3)
+        stamp = Time(sec=decoded.stamp.sec, nanosec=decoded.stamp.nanosec)
+        header = Header(stamp=stamp, frame_id=decoded.frame_id)  # outputs keep the input's header
+        self._publish(output, header, frame, (time.perf_counter() - started) * 1e3)
 
-    def _publish(self, output: FrameOutput, frame: _Frame, process_ms: float) -> None:
-        header = frame.msg.header
+    def _publish(
+        self, output: FrameOutput, header: Header, frame: _Frame, process_ms: float
+    ) -> None:
         started = time.perf_counter()
         # Clouds and markers go out as CDR bytes (ros/serialized.py): no Python message objects.
         self._labeled_pub.publish(publishable_cloud(output.labeled, header))
