@@ -171,22 +171,9 @@ def measure_rates(xyz: np.ndarray, frame: str, options: NodeBenchOptions) -> lis
     rclpy.init(context=context)
     try:
         backend = _warm_up(xyz, options)
-        steps = []
-        for index, rate in enumerate(options.rates_hz):
-            request = DriveRequest(
-                namespace=f"bench_node_{os.getpid()}_{index}",
-                xyz=xyz,
-                rate_hz=rate,
-                count=max(1, round(rate * options.duration_s)),
-                warmup=WARMUP_FRAMES,
-                reliability=options.reliability,
-            )
-            step = _run_step(context, request, options)
-            step.update(frame=frame, backend=backend, points=len(xyz))
-            steps.append(step)
-            if step["dropped"]:
-                break
-        return steps
+        return _rate_steps(
+            xyz, frame, options, backend, "bench_node", lambda r: _run_step(context, r, options)
+        )
     finally:
         rclpy.try_shutdown(context=context)
 
@@ -315,19 +302,38 @@ def measure_rates_cross_process(
     xyz: np.ndarray, frame: str, options: NodeBenchOptions, backend: str
 ) -> list[dict[str, Any]]:
     """The rate steps against the node as its own process (a fresh one per step)."""
+
+    def measure(request: DriveRequest) -> dict[str, Any]:
+        with _NodeProcess(request, options) as node:
+            return _measure_step(request, node.settled)
+
+    return _rate_steps(xyz, frame, options, backend, "bench_node_process", measure)
+
+
+def _rate_steps(
+    xyz: np.ndarray,
+    frame: str,
+    options: NodeBenchOptions,
+    backend: str,
+    prefix: str,
+    measure: Callable[[DriveRequest], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """``measure`` each rate step in ascending order, stopping after the first with drops.
+
+    Cross-process steps (``prefix`` ``bench_node_process``) run in a private ROS domain each.
+    """
     steps = []
     for index, rate in enumerate(options.rates_hz):
         request = DriveRequest(
-            namespace=f"bench_node_process_{os.getpid()}_{index}",
+            namespace=f"{prefix}_{os.getpid()}_{index}",
             xyz=xyz,
             rate_hz=rate,
             count=max(1, round(rate * options.duration_s)),
             warmup=WARMUP_FRAMES,
             reliability=options.reliability,
-            domain_id=_private_domain(index),
+            domain_id=_private_domain(index) if prefix == "bench_node_process" else None,
         )
-        with _NodeProcess(request, options) as node:
-            step = _measure_step(request, node.settled)
+        step = measure(request)
         step.update(frame=frame, backend=backend, points=len(xyz))
         steps.append(step)
         if step["dropped"]:
