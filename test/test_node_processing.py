@@ -198,3 +198,11 @@ def test_frame_stats_rate_latency_and_counts():
     assert snapshot.rejected == {"malformed": 2} and snapshot.total_rejected == 2
     assert snapshot.last_rejection == "row_step too small" and snapshot.fallbacks == 1
     assert stats.snapshot(now=110.0).input_rate_hz == 0.0, "stale arrivals give no rate"
+
+
+def test_memory_budget_parameter_reaches_the_clustering_config():
+    assert settings_from_values(DEFAULTS).cluster.memory_budget is None  # 0: automatic
+    budget = settings_from_values({**DEFAULTS, "memory_budget_mb": 64}).cluster.memory_budget
+    assert budget == 64 << 20
+    with pytest.raises(ConfigError, match="memory_budget must be"):
+        settings_from_values({**DEFAULTS, "memory_budget_mb": -1})

@@ -121,6 +121,14 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         bounds=(-math.inf, math.inf),
     ),
     ParameterSpec(
+        "memory_budget_mb",
+        0,
+        "MiB the paper's methods may spend on their graph (edge list, matrices) per frame; 0 = "
+        "automatic (half the free host memory, the free GPU memory). A frame over it runs with "
+        "union_find (O(N) memory).",
+        bounds=(0, config.UNLIMITED_CLUSTER_SIZE),
+    ),
+    ParameterSpec(
         "max_coordinate",
         MAX_COORDINATE,
         "Points with an absolute coordinate above this (m) are implausible (sensor glitch, bad "

@@ -78,6 +78,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
             pointer_jumping=values["pointer_jumping"],
             min_cluster_size=values["min_cluster_size"],
             max_cluster_size=values["max_cluster_size"],
+            memory_budget=_budget_bytes(values["memory_budget_mb"]),
         )
     except ConfigError as error:
         problems.insert(0, str(error))
@@ -93,6 +94,13 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         max_coordinate=float(values["max_coordinate"]),  # type: ignore[arg-type]
         diagnostics_warn_share=float(values["diagnostics_warn_share"]),  # type: ignore[arg-type]
     )
+
+
+def _budget_bytes(megabytes: object) -> object:
+    """``memory_budget_mb`` as ClusterConfig's ``memory_budget``: 0 means automatic (None)."""
+    if isinstance(megabytes, int) and not isinstance(megabytes, bool) and megabytes >= 0:
+        return None if megabytes == 0 else megabytes << 20
+    return megabytes  # ClusterConfig names the bad value
 
 
 def _window_problems(values: Mapping[str, object], low_name: str, high_name: str) -> list[str]:
