@@ -285,3 +285,39 @@ def oracle_cloud(request: pytest.FixtureRequest) -> tuple[str, np.ndarray, float
     """Each named probe cloud in turn: ``(name, points, d_th)``."""
     points, d_th = ORACLE_CLOUDS[request.param]
     return request.param, points.copy(), d_th
+
+
+@pytest.fixture(scope="session")
+def ros_tools() -> None:
+    """The ROS 2 tools (``ros2 launch/run/param/topic/node/pkg``, launch_ros, sensor_msgs_py) in
+    this venv. Installs them once per session from ``../shared/wheels`` (their dependencies from
+    PyPI) when they are missing; skips with the reason when that folder is absent or pip fails."""
+    from ._ros2_tools import ensure_ros_tools
+
+    reason = ensure_ros_tools()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def colcon(ros_tools: None) -> Path:
+    """The ``colcon`` executable of this venv (colcon-common-extensions and ros-ament-package,
+    installed from PyPI once per session when missing; skips with the reason when pip fails)."""
+    from ._ros2_tools import BIN, ensure_colcon
+
+    reason = ensure_colcon()
+    if reason:
+        pytest.skip(reason)
+    return BIN / "colcon"
+
+
+@pytest.fixture(scope="session")
+def point_cloud2():
+    """``sensor_msgs_py.point_cloud2``, the reference PointCloud2 reader (installed with the ROS 2
+    tools when missing); skips with the reason when it is unavailable."""
+    from ._ros2_tools import ensure_ros_tools, missing_modules
+
+    reason = ensure_ros_tools() if missing_modules(["sensor_msgs_py"]) else None
+    return pytest.importorskip(
+        "sensor_msgs_py.point_cloud2", reason=reason or "sensor_msgs_py is not installed"
+    )

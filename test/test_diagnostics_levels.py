@@ -17,7 +17,7 @@ diagnostics = pytest.importorskip("gpu_euclidean_cluster.ros.diagnostics")
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 
 BASE = StatsSnapshot(
-    received=100, processed=100, dropped=0, rejected={}, fallbacks=0, implausible_points=0,
+    received=100, processed=100, dropped=0, lost=0, rejected={}, fallbacks=0, implausible_points=0,
     last_implausible="", last_rejection="", last_fallback="", input_rate_hz=10.0,
     latency_p50_ms=5.0, latency_p99_ms=6.0, stage_ms={},
 )  # fmt: skip
@@ -75,3 +75,18 @@ def test_implausible_points_are_excluded_and_counted():
     )
     assert loose.implausible_points == 0
     assert (read_fields(loose.labeled, ["cluster_id"])["cluster_id"] >= 0).sum() == 5
+
+
+def test_publication_sequence_gaps_count_frames_lost_before_the_node():
+    from gpu_euclidean_cluster.ros.frame_stats import FrameStats
+
+    stats = FrameStats()
+    for publisher, number in [(b"a", 7), (b"a", 8), (b"b", 1), (b"a", 12), (b"b", 2), (b"a", 3)]:
+        stats.sequence(publisher, number)  # a: 9, 10, 11 lost; then a restarted at 3
+    assert stats.snapshot().lost == 3
+    # The window: 10 received and processed, plus the frames lost on the way.
+    lossy = later(received=110, processed=110, lost=1)  # 1 of 11 sent: under 10 %
+    level, message = diagnostics.window_level(lossy, BASE, warn_share=0.1)
+    assert level == DiagnosticStatus.OK and "1 frame(s) lost before reaching the node" in message
+    level, _ = diagnostics.window_level(later(received=110, processed=110, lost=5), BASE, 0.1)
+    assert level == DiagnosticStatus.WARN

@@ -452,6 +452,7 @@ def _snapshot(values: dict[str, str]) -> StatsSnapshot:
         received=int(number("frames_received")) if values else 0,
         processed=int(number("frames_processed")) if values else 0,
         dropped=int(number("frames_dropped")) if values else 0,
+        lost=int(number("frames_lost_before_node")) if values else 0,
         rejected={"all": int(number("frames_rejected"))} if values else {},
         fallbacks=int(number("cpu_fallbacks")) if values else 0,
         implausible_points=0,

@@ -315,7 +315,7 @@ def measure_flood(
         delta = {k: getattr(after, k) - getattr(base, k) for k in _COUNTERS}
         step.update(settled=True, **delta)
         step["lost_before_node"] = sent - delta["received"]
-        step["drops_reported"] = delta["dropped"] + delta["rejected"]
+        step["drops_reported"] = delta["dropped"] + delta["rejected"] + delta["lost"]
         step["drops_match"] = step["drops_reported"] == observed
     levels = _window_levels(probe.ticks, start, end)
     step["window_levels"] = levels
@@ -326,7 +326,7 @@ def measure_flood(
     return step
 
 
-_COUNTERS = ("received", "processed", "dropped", "rejected")
+_COUNTERS = ("received", "processed", "dropped", "rejected", "lost")
 
 
 def _window_levels(ticks: list[Tick], start: float, end: float) -> list[str]:

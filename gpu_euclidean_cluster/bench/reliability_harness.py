@@ -208,6 +208,11 @@ class Tick:
         return self.count("frames_rejected")
 
     @property
+    def lost(self) -> int:
+        """Frames sent that never reached the node (its publication sequence gaps)."""
+        return self.count("frames_lost_before_node")
+
+    @property
     def level_name(self) -> str:
         """``OK``, ``WARN``, ``ERROR`` or ``STALE``."""
         return LEVEL_NAMES.get(self.level, str(self.level))

@@ -16,6 +16,7 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -34,11 +35,11 @@ from ..pointcloud_io.bags import BagError, BagMessage, PointCloudBag
 from ..tools.progress import ProgressBar
 from .qos import reliability_policy
 from .replay_options import ReplayOptions
-from .transport import configure_transport
 
 DISCOVERY_SETTLE_S = 0.3
 PROGRESS_PERIOD_S = 0.1
 ACK_TIMEOUT_S = 5.0
+LINGER_S = 0.5
 MIN_LOOP_SPAN_NS = 1_000_000  # a looped segment shorter than this would publish in a busy loop
 
 
@@ -243,6 +244,7 @@ def replay_bag(
     *,
     context: Context | None = None,
     stream: TextIO = sys.stderr,
+    transport: Callable[[], str] | None = None,
 ) -> ReplayStats:
     """Open the bag, create a ``replay`` node in a fresh rclpy context and play it.
 
@@ -251,6 +253,9 @@ def replay_bag(
         stop: set it (from another thread or a signal handler) to stop; a fresh event if None.
         context: an uninitialised rclpy context to use; a new one if None.
         stream: where the progress bar and messages go.
+        transport: called once the bag is open, before the first participant, to choose this
+            process's Fast DDS transport (``ros.transport.configure_transport``); its line is
+            printed. None: the process keeps its settings (a library caller).
 
     Raises:
         BagError: bad bag, topic or remap (before anything is published).
@@ -258,7 +263,7 @@ def replay_bag(
     stop = stop or threading.Event()
     context = context or Context()
     with PointCloudBag(options.bag) as bag:
-        transport = configure_transport()  # before the first participant: large clouds
+        transport_line = transport() if transport is not None else None
         rclpy.init(
             args=list(options.rcl_args) or ["replay"],  # never sys.argv: OLD:=NEW is ours
             context=context,
@@ -273,7 +278,8 @@ def replay_bag(
                 + (" (loop)" if options.loop else ""),
                 file=stream,
             )
-            print(transport, file=stream)
+            if transport_line:
+                print(transport_line, file=stream)
             waited = options.wait_for_subscribers_s
             if waited > 0 and not player.wait_for_subscribers(stop) and not stop.is_set():
                 print(
@@ -284,6 +290,9 @@ def replay_bag(
             stats = player.play(stop, stream)
             if not stop.is_set() and not player.wait_for_acks():
                 print(f"some messages unacknowledged after {ACK_TIMEOUT_S:g} s", file=stream)
+            # Best-effort readers acknowledge nothing: let them take the last samples before
+            # the publishers go away with the context.
+            stop.wait(LINGER_S)
             return stats
         finally:
             context.try_shutdown()

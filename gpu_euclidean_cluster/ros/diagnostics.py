@@ -50,6 +50,7 @@ def diagnostics_message(
         "frames_received": str(snapshot.received),
         "frames_processed": str(snapshot.processed),
         "frames_dropped": str(snapshot.dropped),
+        "frames_lost_before_node": str(snapshot.lost),
         "frames_rejected": str(snapshot.total_rejected),
         **{f"frames_rejected_{kind}": str(n) for kind, n in sorted(snapshot.rejected.items())},
         "last_rejection": snapshot.last_rejection,
@@ -78,6 +79,7 @@ def window_level(
         return now - (getattr(previous, field) if previous else 0)
 
     received, processed, dropped = since("received"), since("processed"), since("dropped")
+    lost = since("lost")
     rejected, fallbacks = since("total_rejected"), since("fallbacks")
     implausible = since("implausible_points")
     problems = []
@@ -85,13 +87,16 @@ def window_level(
         problems.append(f"{rejected} frame(s) rejected: {snapshot.last_rejection}")
     if dropped:
         problems.append(f"{dropped} of {received} frame(s) dropped (processing slower than input)")
+    if lost:
+        problems.append(f"{lost} frame(s) lost before reaching the node (middleware queue)")
     if fallbacks:
         problems.append(f"{fallbacks} frame(s) fell back to the CPU: {snapshot.last_fallback}")
     if implausible:
         problems.append(f"{implausible} point(s) excluded: {snapshot.last_implausible}")
     if rejected and not processed:
         return DiagnosticStatus.ERROR, "every frame failed; " + "; ".join(problems)
-    lost_share = (dropped + rejected) / received if received else 0.0
+    sent = received + lost
+    lost_share = (dropped + rejected + lost) / sent if sent else 0.0
     if lost_share > warn_share or fallbacks or implausible:
         return DiagnosticStatus.WARN, "; ".join(problems)
     if snapshot.received == 0:

@@ -33,6 +33,8 @@ class StatsSnapshot:
         received: frames taken from the subscription.
         processed: frames clustered and published.
         dropped: frames overwritten by a newer one before the worker took them.
+        lost: frames a publisher sent that never reached the node (gaps in its publication
+            sequence numbers: middleware queues overflowing while the node was busy).
         rejected: rejected frames per kind (``malformed``, ``missing_fields``, ...).
         fallbacks: frames that ran on the CPU because the GPU ran out of memory.
         implausible_points: finite points excluded because a coordinate exceeded the node's
@@ -51,6 +53,7 @@ class StatsSnapshot:
     received: int
     processed: int
     dropped: int
+    lost: int
     rejected: dict[str, int]
     fallbacks: int
     implausible_points: int
@@ -79,6 +82,8 @@ class FrameStats:
         self._received = 0
         self._processed = 0
         self._dropped = 0
+        self._lost = 0
+        self._last_sequence: dict[bytes, int] = {}
         self._rejected: Counter[str] = Counter()
         self._fallbacks = 0
         self._implausible_points = 0
@@ -91,6 +96,16 @@ class FrameStats:
         with self._lock:
             self._received += 1
             self._arrivals.append(when)
+
+    def sequence(self, publisher: bytes, number: int) -> None:
+        """A frame arrived with publication sequence ``number`` of ``publisher``: count the
+        frames missing since that publisher's previous one (none for its first, or after it
+        restarted)."""
+        with self._lock:
+            previous = self._last_sequence.get(publisher)
+            if previous is not None and number > previous + 1:
+                self._lost += number - previous - 1
+            self._last_sequence[publisher] = number
 
     def dropped(self) -> None:
         """A waiting frame was overwritten by a newer one."""
@@ -137,6 +152,7 @@ class FrameStats:
                 received=self._received,
                 processed=self._processed,
                 dropped=self._dropped,
+                lost=self._lost,
                 rejected=dict(self._rejected),
                 fallbacks=self._fallbacks,
                 implausible_points=self._implausible_points,

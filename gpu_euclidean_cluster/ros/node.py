@@ -31,6 +31,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile
+from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
@@ -183,9 +184,13 @@ class EuclideanClusterNode(Node):
         self._settings = settings
         return SetParametersResult(successful=True)
 
-    def _on_points(self, cdr: bytes) -> None:
+    def _on_points(self, cdr: bytes, info: MessageInfo) -> None:
         received = time.monotonic()
         self._stats.received(received)
+        gid = info.get("publisher_gid")
+        sequence = info.get("publication_sequence_number")
+        if gid is not None and sequence is not None:  # gaps: lost before reaching the node
+            self._stats.sequence(bytes(gid.get("data", b"")), int(sequence))
         if self._slot.put(_Frame(cdr, received)):
             self._stats.dropped()
 

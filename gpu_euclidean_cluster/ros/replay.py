@@ -128,6 +128,8 @@ def run(options: ReplayOptions) -> int:
         raise ReplayError(
             f"replay needs rclpy and sensor_msgs (pip install -e '.[ros]'): {error}"
         ) from None
+    from .transport import configure_transport
+
     stop = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:
@@ -135,7 +137,8 @@ def run(options: ReplayOptions) -> int:
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        stats = replay_bag(options, stop)
+        # The tool (not the library function) sets this process's Fast DDS transport.
+        stats = replay_bag(options, stop, transport=configure_transport)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
