@@ -52,7 +52,14 @@ from ._ros2_tools import (  # noqa: E402
     user_env,
 )
 
-pytestmark = pytest.mark.ros
+pytestmark = [
+    pytest.mark.ros,
+    pytest.mark.skipif(
+        not all((BIN / n).exists() for n in ("euclidean_cluster_node", "gpu-euclidean-cluster")),
+        reason="the package's console scripts are not installed beside this Python "
+        "(pip install -e '.[ros,test]', as the README does)",
+    ),
+]
 
 FRAME = "kitti_000001.bin"
 D_TH = 0.5
