@@ -187,14 +187,9 @@ def _latency_check(target_rows: list[dict[str, Any]]) -> TargetCheck:
 
 def _node_check(node: dict[str, Any] | None) -> TargetCheck:
     name = f"node p99 <= {MAX_NODE_P99_MS:g} ms at {NODE_TARGET_RATE_HZ:g} Hz, no drops"
-    steps = [
-        s
-        for s in (node or {}).get("steps", [])
-        if s.get("rate_hz") == NODE_TARGET_RATE_HZ and s.get("frame") == TARGET_FRAME
-    ]
-    if not steps:
+    step = _node_step(node, "steps")
+    if step is None:
         return TargetCheck(name, "not measured", f"no node run of {TARGET_FRAME} at 10 Hz")
-    step = steps[0]
     p99 = step.get("latency_p99_ms")
     drops = step.get("dropped", 0)
     detail = (

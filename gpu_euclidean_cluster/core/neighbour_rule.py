@@ -27,10 +27,11 @@ def threshold_sq(d_th: float) -> np.float32:
 
 
 def squared_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise float32 squared distances, summed in x, y, z order with float32 rounding."""
+    """Float32 squared distances of ``a`` and ``b`` (x, y, z on the last axis, broadcast over the
+    others), summed in x, y, z order with float32 rounding."""
     with np.errstate(over="ignore"):  # overflow gives inf: not neighbours, as in float32 on the GPU
         d = np.subtract(a, b, dtype=np.float32)
-        return (d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]) + d[:, 2] * d[:, 2]
+        return (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
 
 
 #: Voxels per axis at most. Cell coordinates are clamped to ``[0, MAX_GRID_CELLS - 1]``: clamping

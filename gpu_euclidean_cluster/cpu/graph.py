@@ -96,9 +96,7 @@ def exhaustive_edges(points: np.ndarray, d_th: float) -> np.ndarray:
     parts = []
     for start in range(0, n, rows):
         i = np.arange(start, min(start + rows, n))
-        with np.errstate(over="ignore"):  # inf: not neighbours, as the float32 rule gives
-            d = np.subtract(points[i, None, :], points[None, :, :], dtype=np.float32)
-            sq = (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
+        sq = squared_distance(points[i, None, :], points[None, :, :])
         hit_i, hit_j = np.nonzero((sq < thr) & (np.arange(n)[None, :] > i[:, None]))
         parts.append(np.stack((i[hit_i], hit_j), axis=1))
     return _concat_edges(parts)

@@ -187,9 +187,7 @@ def _link_exhaustive(points: np.ndarray, thr: np.float32) -> np.ndarray:
     while start < n:
         rows = max(1, CHUNK_PAIRS // (n - start))
         stop = min(n, start + rows)
-        with np.errstate(over="ignore", invalid="ignore"):
-            d = np.subtract(points[start:stop, None, :], points[None, start:, :], dtype=np.float32)
-            sq = (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2]
+        sq = squared_distance(points[start:stop, None, :], points[None, start:, :])
         i, j = np.nonzero(sq < thr)
         i += start
         j += start
