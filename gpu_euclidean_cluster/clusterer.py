@@ -13,12 +13,14 @@ too.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, Protocol
 
 import numpy as np
 
 from .core.config import BACKENDS, DEFAULT_BACKEND, ClusterConfig, ConfigError
+from .core.device import DeviceInfo, MemoryPeak
 from .core.numbering import array_module
 from .core.result import ClusterResult, Labelling
 from .core.timing import StageClock
@@ -27,7 +29,11 @@ log = logging.getLogger(__name__)
 
 
 class Backend(Protocol):
-    """A place to run the neighbour search and the labelling."""
+    """A place to run the neighbour search and the labelling.
+
+    Front ends use a backend only through these members: they never import a backend module or
+    branch on a backend's type or name (``test/test_layers.py`` checks it).
+    """
 
     name: str
     device: str
@@ -48,6 +54,21 @@ class Backend(Protocol):
         self, components: Any, min_size: int, max_size: int
     ) -> tuple[Any, np.ndarray, int]:
         """:func:`~.core.numbering.canonical_labels` on this backend's device."""
+
+    def describe(self) -> DeviceInfo:
+        """The device: name, memory, driver and runtime versions."""
+
+    def release_memory(self) -> int | None:
+        """Return pooled device memory to the driver; the bytes the pool held before, or None
+        where the backend pools nothing."""
+
+    def measure_peak_memory(self, call: Callable[[], Any]) -> MemoryPeak | None:
+        """Run ``call`` once from an empty pool and measure its device memory; None where the
+        backend has no device memory to measure (``call`` is not run then)."""
+
+    def frame_codec(self) -> Any:
+        """This backend's PointCloud2 frame codec (``decode``/``encode`` of the frame layer,
+        ``gpu_euclidean_cluster/frame/``), created once per backend."""
 
 
 def cuda_available() -> bool:

@@ -11,11 +11,15 @@ it is also the tests' oracle.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..core.config import ClusterConfig
+from ..core.device import DeviceInfo, MemoryPeak
 from ..core.numbering import canonical_labels
 from ..core.result import Labelling
 from ..core.timing import StageClock
@@ -34,6 +38,17 @@ class CpuBackend:
 
     def synchronize(self) -> None:
         """Nothing is queued on the host."""
+
+    def describe(self) -> DeviceInfo:
+        return DeviceInfo(name=self.device, cupy_version=_cupy_version())
+
+    def release_memory(self) -> int | None:
+        """NumPy allocates from the C heap: there is no pool to release."""
+        return None
+
+    def measure_peak_memory(self, call: Callable[[], Any]) -> MemoryPeak | None:
+        """No device memory on the host."""
+        return None
 
     def number_clusters(
         self, components: np.ndarray, min_size: int, max_size: int
@@ -66,3 +81,12 @@ class CpuBackend:
             method=method,
             num_edges=len(edges),
         )
+
+
+def _cupy_version() -> str | None:
+    """CuPy's version where it imports (installed beside a CPU run, for reports), else None."""
+    try:
+        import cupy
+    except Exception:  # CuPy absent or broken: no version to report
+        return None
+    return str(cupy.__version__)

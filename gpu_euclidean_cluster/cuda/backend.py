@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import cupy
 import numpy as np
 
 from ..core.config import DEFAULT_MATRIX_BLOCK, ClusterConfig
+from ..core.device import DeviceInfo, MemoryPeak
 from ..core.result import Labelling
 from ..core.timing import StageClock
 from .ccl import label_edges, label_vertices
@@ -34,6 +38,41 @@ class CudaBackend:
     def synchronize(self) -> None:
         with self._device:
             cupy.cuda.get_current_stream().synchronize()
+
+    def describe(self) -> DeviceInfo:
+        runtime = cupy.cuda.runtime
+        props = runtime.getDeviceProperties(self.device_id)
+        return DeviceInfo(
+            name=self.device,
+            memory_bytes=int(props["totalGlobalMem"]),
+            driver_version=_cuda_version(runtime.driverGetVersion()),
+            runtime_version=_cuda_version(runtime.runtimeGetVersion()),
+            cupy_version=str(cupy.__version__),
+        )
+
+    def release_memory(self) -> int | None:
+        """Free CuPy's pooled blocks; the bytes the pool held (its high-water mark since the last
+        release, as the pool keeps every block until freed)."""
+        with self._device:
+            pool = cupy.get_default_memory_pool()
+            held = int(pool.total_bytes())
+            pool.free_all_blocks()
+            return held
+
+    def measure_peak_memory(self, call: Callable[[], Any]) -> MemoryPeak | None:
+        """Peak bytes held from CuPy's pool while ``call`` runs (a CuPy memory hook), and the
+        drop of the driver's free memory (``memGetInfo``) over the run from an empty pool."""
+        with self._device:
+            cupy.get_default_memory_pool().free_all_blocks()
+            self.synchronize()
+            free_before = int(cupy.cuda.runtime.memGetInfo()[0])
+            hook = _PeakHook()
+            with hook:
+                result = call()
+                self.synchronize()
+            free_after = int(cupy.cuda.runtime.memGetInfo()[0])
+            del result
+            return MemoryPeak(peak_bytes=hook.peak, free_drop_bytes=free_before - free_after)
 
     def number_clusters(
         self, components: cupy.ndarray, min_size: int, max_size: int
@@ -97,3 +136,28 @@ class CudaBackend:
                 num_edges=num_edges,
                 peak_bytes=max(peak, pool.used_bytes() - base),
             )
+
+
+class _PeakHook(cupy.cuda.MemoryHook):  # type: ignore[misc]
+    """Tracks the bytes held from CuPy's pool and their maximum."""
+
+    name = "peak-bytes"
+
+    def __init__(self) -> None:
+        self.held: dict[int, int] = {}
+        self.used = 0
+        self.peak = 0
+
+    def malloc_postprocess(self, **kw: Any) -> None:
+        if kw.get("mem_ptr"):
+            self.held[kw["mem_ptr"]] = kw["mem_size"]
+            self.used += kw["mem_size"]
+            self.peak = max(self.peak, self.used)
+
+    def free_postprocess(self, **kw: Any) -> None:
+        self.used -= self.held.pop(kw.get("mem_ptr"), 0)
+
+
+def _cuda_version(version: int) -> str:
+    """CUDA's integer version (e.g. 12040) as ``12.4``."""
+    return f"{version // 1000}.{(version % 1000) // 10}"
