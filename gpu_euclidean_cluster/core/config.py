@@ -85,6 +85,22 @@ class ClusterConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+def resolve_method(method: str, grid_fits: bool = True) -> str:
+    """The labelling method that runs for ``method``: the one rule of ``auto``, for every backend.
+
+    ``auto`` runs ``union_find`` (O(N) memory, the fastest exact method measured on every real
+    frame), except where its clique-cell grid cannot hold the cloud (``grid_fits`` False: far
+    outliers stretch the grid past its index range, or ``d_th`` has no clique cells): there
+    ``union_find`` would search all pairs, and ``edge`` with the voxel grid is the faster exact
+    method. A backend that cannot know ``grid_fits`` without a host synchronisation passes True;
+    its ``union_find`` must then check the grid on the device and search all pairs itself (the
+    CUDA backend does, inside the same launch). Any other method is returned unchanged.
+    """
+    if method != "auto":
+        return method
+    return "union_find" if grid_fits else "edge"
+
+
 def config_problems(config: ClusterConfig) -> list[str]:
     """Every reason ``config`` is invalid, as human-readable sentences (empty when valid)."""
     problems = []

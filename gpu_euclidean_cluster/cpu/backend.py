@@ -18,7 +18,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..core.config import ClusterConfig
+from ..core.config import ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
 from ..core.numbering import canonical_labels
 from ..core.result import Labelling
@@ -57,8 +57,8 @@ class CpuBackend:
 
     def label(self, points: np.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
         method = config.method
-        if method == "auto":  # union_find, unless far outliers would make it search all pairs
-            method = "union_find" if grid_fits(points, config.d_th) else "edge"
+        if method == "auto":
+            method = resolve_method(method, grid_fits(points, config.d_th))
         if method == "union_find":
             with clock("label"):
                 components = union_find_components(points, config.d_th, config.search)

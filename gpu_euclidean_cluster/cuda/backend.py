@@ -8,7 +8,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ..core.config import DEFAULT_MATRIX_BLOCK, ClusterConfig
+from ..core.config import DEFAULT_MATRIX_BLOCK, ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
 from ..core.result import Labelling
 from ..core.timing import StageClock
@@ -83,9 +83,9 @@ class CudaBackend:
 
     def label(self, points: cupy.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
         n = int(points.shape[0])
-        # auto: the fused union-find, whose cost follows the points, not the pairs; for clouds
-        # too wide for its grid it searches all pairs inside the same launch (no host check).
-        method = "union_find" if config.method == "auto" else config.method
+        # grid_fits is checked on the device: a cloud too wide for the grid makes union_find
+        # search all pairs inside the same launch, with no host synchronisation.
+        method = resolve_method(config.method)
         if n == 0:
             return Labelling(components=cupy.empty(0, dtype=cupy.int32), method=method)
         with self._device:
