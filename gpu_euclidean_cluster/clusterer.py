@@ -67,8 +67,9 @@ class Backend(Protocol):
         backend has no device memory to measure (``call`` is not run then)."""
 
     def frame_codec(self) -> Any:
-        """This backend's PointCloud2 frame codec (``decode``/``encode`` of the frame layer,
-        ``gpu_euclidean_cluster/frame/``), created once per backend."""
+        """A new PointCloud2 frame codec on this backend's device (``decode``/``encode``, the
+        twins ``cpu/frame.py`` and ``cuda/frame.py``; the frame layer, ``frame/pipeline.py``,
+        holds one per pipeline, as a codec keeps the last frame's buffers)."""
 
 
 def cuda_available() -> bool:

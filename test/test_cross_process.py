@@ -1,4 +1,4 @@
-"""Large clouds between processes by default (issue 10, item 3).
+"""Large clouds between processes by default.
 
 The node runs as its own process, started exactly as a user starts it: the
 ``euclidean_cluster_node`` console script, no arguments, default parameters (backend ``auto``: the

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
+from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
-from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor
 from gpu_euclidean_cluster.ros.frame_stats import StatsSnapshot
 from gpu_euclidean_cluster.ros.settings import NodeSettings
 
@@ -66,12 +66,14 @@ def test_implausible_points_are_excluded_and_counted():
         [[0, 0, 0], [0.1, 0, 0], [2e6, 0, 0], [0, -3e30, 0], [np.nan, 0, 0], [5, 5, 5]],
         dtype=np.float32,
     )
-    output = FrameProcessor(CpuBackend()).process(from_xyz(xyz), NodeSettings())
+    settings = NodeSettings()
+    output = FramePipeline(CpuBackend()).process(from_xyz(xyz), settings.cluster, settings.window)
     labels = read_fields(output.labeled, ["cluster_id"])["cluster_id"]
     assert labels.tolist() == [0, 0, -1, -1, -1, 1]
     assert output.implausible_points == 2
-    loose = FrameProcessor(CpuBackend()).process(
-        from_xyz(xyz), NodeSettings(max_coordinate=float("inf"))
+    loose_settings = NodeSettings(max_coordinate=float("inf"))
+    loose = FramePipeline(CpuBackend()).process(
+        from_xyz(xyz), loose_settings.cluster, loose_settings.window
     )
     assert loose.implausible_points == 0
     assert (read_fields(loose.labeled, ["cluster_id"])["cluster_id"] >= 0).sum() == 5

@@ -1,16 +1,18 @@
-"""The GPU frame pipeline (``cuda/frame_pipeline.py``) against the NumPy path, byte for byte.
+"""The frame layer's twin codecs (``cpu/frame.py``, ``cuda/frame.py``) against each other, byte
+for byte.
 
 CPU-only tests check the layout planning against ``read_xyz``/``append_fields``, the NumPy models
-of the kernels' rules (mask, colour, payload words, pairwise-sum leaves, min/max ties), the
-float64 window of ``clip_mask``, ``FrameProcessor``'s GPU branch driven by a NumPy stand-in of
-the pipeline, and ``read_xyz`` against ``sensor_msgs_py``'s reader. GPU tests (marked ``gpu``,
-skipped without CUDA) run ``FrameProcessor`` on the CUDA backend and compare every output byte
-with the CPU backend on the real frames and odd layouts, and the kernels with the models.
+of the kernels' rules (mask, colour, payload words, the cluster table's summation tree and its
+threads), the cluster table against a plain-Python reading of its spec, the float64 window of
+``clip_mask``, ``FramePipeline`` driven by a codec made of those models, and ``read_xyz`` against
+``sensor_msgs_py``'s reader. GPU tests (marked ``gpu``, skipped without CUDA) run
+``FramePipeline`` on the CUDA backend and compare every output byte with the CPU backend on the
+real frames and odd layouts.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -19,25 +21,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpu_euclidean_cluster import EuclideanClusterer
 from gpu_euclidean_cluster.core.cluster_stats import (
+    SUM_LEAF,
     _hsv_to_rgb,
     cluster_rgb,
+    cluster_sums,
     cluster_table,
     pack_rgb,
 )
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cuda.frame_pipeline import (
-    PAIRWISE_BLOCK,
-    TABLE_CHUNK,
-    TIE_MODES,
+from gpu_euclidean_cluster.cpu.frame import clip_mask, cluster_mask, flatten_height
+from gpu_euclidean_cluster.cuda.frame import cluster_threads, output_layout, plan_xyz
+from gpu_euclidean_cluster.frame import (
     DecodedFrame,
     EncodedFrame,
+    FrameOutput,
+    FramePipeline,
     FrameWindow,
-    cluster_threads,
-    detect_numpy_reductions,
-    output_layout,
-    plan_xyz,
-    priority_extreme,
 )
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
@@ -50,14 +51,6 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
     append_fields,
     from_structured,
     read_xyz,
-)
-from gpu_euclidean_cluster.ros.frame_processor import (
-    FrameOutput,
-    FrameProcessor,
-    _flatten,
-    clip_mask,
-    cluster_mask,
-    frame_window,
 )
 from gpu_euclidean_cluster.ros.settings import NodeSettings
 
@@ -72,6 +65,11 @@ SETTINGS = {
     "no_limit": NodeSettings(max_coordinate=float("inf"), max_range=1e200),
 }
 BASE_POINTS = 16000
+
+
+def run(pipeline: FramePipeline, cloud: RawCloud, settings: NodeSettings) -> FrameOutput:
+    """``pipeline`` on ``cloud`` with the node's ``settings``."""
+    return pipeline.process(cloud, settings.cluster, settings.window)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,85 +323,81 @@ def emulate_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def numpy_leaves(m: int, a: int = 0) -> list[tuple[int, int]]:
-    """The leaves (start, length) of NumPy's pairwise summation of m elements."""
-    if m <= PAIRWISE_BLOCK:
-        return [(a, m)]
-    n2 = m // 2
-    n2 -= n2 % 8
-    return numpy_leaves(n2, a) + numpy_leaves(m - n2, a + n2)
+def spec_sum(values: list[float]) -> float:
+    """One coordinate's sum by the words of ``cluster_table``'s spec, in plain Python: leaves of
+    SUM_LEAF values summed left to right, then leaf sums added pairwise level by level."""
+    level = []
+    for start in range(0, len(values), SUM_LEAF):
+        total = values[start]
+        for value in values[start + 1 : start + SUM_LEAF]:
+            total += value
+        level.append(total)
+    while len(level) > 1:
+        pairs = range(0, len(level), 2)
+        level = [level[i] + level[i + 1] if i + 1 < len(level) else level[i] for i in pairs]
+    return level[0]
 
 
-def kernel_leaves(m: int) -> tuple[list[tuple[int, int]], list[int]]:
-    """The leaves the table kernel's threads take (in thread order) and the node slots they
-    use, by the kernel's descent and ownership rule."""
-    threads = int(cluster_threads(np.array([m + 1]))[0])
-    leaves, slots = [], []
-    for k in range(threads):
-        a, length, splits = 0, m, []
-        if m > PAIRWISE_BLOCK:
-            q = TABLE_CHUNK * k
-            while length > PAIRWISE_BLOCK:
-                n2 = length // 2
-                n2 -= n2 % 8
-                splits.append(a + n2)
-                if q < a + n2:
-                    length = n2
-                else:
-                    a, length = a + n2, length - n2
-            if q - a >= TABLE_CHUNK:
-                continue
-        leaves.append((a, length))
-        slots.extend(split // TABLE_CHUNK for split in splits)
-    return leaves, slots
+def spec_extreme(values: list[float], minimum: bool) -> float:
+    """IEEE 754-2019 minimum or maximum of finite values: -0 below +0."""
+    key = [(v, math.copysign(1.0, v)) for v in values]
+    return (min if minimum else max)(key)[0]
 
 
-def pairwise(values: list[float]) -> float:
-    """NumPy's pairwise_sum (loops_utils.h) of a list of floats."""
-    n = len(values)
-    if n < 8:
-        total = detect_numpy_reductions().pairwise_zero
-        for v in values:
-            total += v
-        return total
-    if n <= PAIRWISE_BLOCK:
-        acc = list(values[:8])
-        i = 8
-        while i < n - n % 8:
-            for j in range(8):
-                acc[j] += values[i + j]
-            i += 8
-        total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
-        for v in values[i:]:
-            total += v
-        return total
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise(values[:n2]) + pairwise(values[n2:])
-
-
-def emulate_table(
-    xyz: np.ndarray, labels: np.ndarray, k: int, tie_mode: int | None = None
-) -> np.ndarray:
-    """cluster_table by the kernels' formulation: x0 + pairwise(rest), extremes by tie mode
-    (default: the one detected for this NumPy)."""
-    if tie_mode is None:
-        tie_mode = detect_numpy_reductions().tie_mode
-    table = cluster_table(xyz, labels, k).copy()
-    order = np.argsort(labels, kind="stable")
-    sizes = np.bincount(labels[labels >= 0], minlength=k)
-    start = int(np.count_nonzero(labels < 0))
+def emulate_table(xyz: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """``cluster_table`` by its spec, one cluster and one coordinate at a time."""
+    table = np.zeros(k, dtype=cluster_table(xyz, labels, 0).dtype)
     points = np.asarray(xyz, dtype=np.float64)
     for c in range(k):
-        members = points[order[start : start + sizes[c]]]
-        start += sizes[c]
+        members = points[np.flatnonzero(labels == c)]
+        table[c]["cluster_id"], table[c]["num_points"] = c, len(members)
         for axis, name in enumerate("xyz"):
-            column = members[:, axis]
-            total = column[0] + pairwise(column[1:].tolist()) if len(column) > 1 else column[0]
-            table[name][c] = total / len(column)
-            table[f"min_{name}"][c] = priority_extreme(column, True, tie_mode)
-            table[f"max_{name}"][c] = priority_extreme(column, False, tie_mode)
+            column = members[:, axis].tolist()
+            table[c][name] = spec_sum(column) / len(column)
+            table[c][f"min_{name}"] = spec_extreme(column, True)
+            table[c][f"max_{name}"] = spec_extreme(column, False)
     return table
+
+
+def kernel_tree(leaves: int, arrival: list[int]) -> str:
+    """The sum the table kernel's threads build for a cluster of ``leaves`` leaves, as an
+    expression over leaf numbers, with the threads reaching each node in ``arrival`` order (the
+    kernel's climb: the second child to arrive at a node combines left + right)."""
+    partial = {leaf: str(leaf) for leaf in range(leaves)}
+    slots: dict[int, dict[bool, str]] = {}
+    pending = {leaf: 0 for leaf in range(leaves)}  # thread -> level it is at
+    done: list[str] = []
+    order = list(arrival)
+    while order:
+        leaf = order.pop(0)
+        d = pending[leaf]
+        if (1 << d) >= leaves:
+            done.append(partial[leaf])
+            continue
+        group = leaf >> d
+        left = group % 2 == 0
+        split = (group + 1 if left else group) << d
+        pending[leaf] = d + 1
+        if left and split >= leaves:  # no right sibling: up unchanged
+            order.insert(0, leaf)
+            continue
+        slot = slots.setdefault(split, {})
+        slot[left] = partial[leaf]
+        if len(slot) == 1:
+            continue  # first to arrive: this thread ends
+        partial[leaf] = f"({slot[True]}+{slot[False]})"
+        order.insert(0, leaf)
+    assert len(done) == 1, done
+    return done[0]
+
+
+def spec_tree(leaves: int) -> str:
+    """The spec's pairwise tree over leaf numbers, as an expression."""
+    level = [str(leaf) for leaf in range(leaves)]
+    while len(level) > 1:
+        pairs = range(0, len(level), 2)
+        level = [f"({level[i]}+{level[i + 1]})" if i + 1 < len(level) else level[i] for i in pairs]
+    return level[0]
 
 
 def synthetic_labels(n: int, finite: np.ndarray, sizes: list[int], seed: int) -> np.ndarray:
@@ -415,9 +409,11 @@ def synthetic_labels(n: int, finite: np.ndarray, sizes: list[int], seed: int) ->
     return labels
 
 
-class NumpyPipeline:
-    """The GPU pipeline's contract with its kernels replaced by the NumPy models above: lets the
-    CPU tests drive ``FrameProcessor``'s GPU branch."""
+class ModelCodec:
+    """The GPU codec's contract with its kernels replaced by the NumPy models above: lets the
+    CPU tests drive ``FramePipeline`` through a codec computed the kernels' way."""
+
+    warm_up_points = 64
 
     def __init__(self) -> None:
         self.cloud: RawCloud | None = None
@@ -428,24 +424,27 @@ class NumpyPipeline:
         self.cloud = cloud
         self.xyz = emulate_decode(cloud)
         mask, self.implausible = emulate_mask(self.xyz, window)
-        points = self.xyz if window.use_height else _flatten(self.xyz)
+        points = self.xyz if window.use_height else flatten_height(self.xyz)
         with np.errstate(over="ignore"):  # beyond float32: inf, as the clusterer converts
             return DecodedFrame(np.ascontiguousarray(points, dtype=np.float32), mask)
 
-    def encode(self, labels: np.ndarray, sizes: np.ndarray) -> EncodedFrame:
+    def encode(self, labels: np.ndarray, sizes: np.ndarray, copy: bool = True) -> EncodedFrame:
         assert self.cloud is not None
         labels = np.asarray(labels, dtype=np.int32)
-        table = emulate_table(self.xyz, labels, len(sizes))
-        return EncodedFrame(emulate_payload(self.cloud, labels), table, self.implausible)
-
-    def output_cloud(self, payload: np.ndarray) -> RawCloud:
-        assert self.cloud is not None
         layout = output_layout(self.cloud)
-        return RawCloud(
+        labeled = RawCloud(
             layout.fields, self.cloud.height, self.cloud.width, layout.point_step,
-            self.cloud.width * layout.point_step, payload, self.cloud.is_bigendian,
-            self.cloud.is_dense,
+            self.cloud.width * layout.point_step, emulate_payload(self.cloud, labels),
+            self.cloud.is_bigendian, self.cloud.is_dense,
         )  # fmt: skip
+        return EncodedFrame(labeled, emulate_table(self.xyz, labels, len(sizes)), self.implausible)
+
+
+class ModelBackend(CpuBackend):
+    """The CPU backend with :class:`ModelCodec` as its frame codec."""
+
+    def frame_codec(self) -> ModelCodec:
+        return ModelCodec()
 
 
 def as_bytes(data: Any) -> bytes:
@@ -582,27 +581,43 @@ def test_plan_agrees_with_read_xyz_on_any_layout(cloud):
     assert emulate_decode(cloud).tobytes() == expected.tobytes()
 
 
-def test_table_threads_cover_numpys_pairwise_leaves_once():
-    for m in [*range(0, 2200), 4095, 4096, 8191, 8192, 8193, 92756, 2**17 + 3]:
-        leaves, slots = kernel_leaves(m)
-        assert leaves == numpy_leaves(m), m
-        threads = int(cluster_threads(np.array([m + 1]))[0])
-        internal = len(numpy_leaves(m)) - 1 if m > PAIRWISE_BLOCK else 0
-        assert len(set(slots)) == internal, m  # one slot per internal node ...
-        assert all(1 <= s < threads for s in slots), m  # ... inside the cluster's own range
+def test_table_threads_build_the_spec_tree_in_any_arrival_order():
+    rng = np.random.default_rng(5)
+    for leaves in [*range(1, 70), 127, 128, 129, 1000]:
+        threads = int(cluster_threads(np.array([SUM_LEAF * leaves]))[0])
+        assert threads == leaves == int(cluster_threads(np.array([SUM_LEAF * leaves - 63]))[0])
+        want = spec_tree(leaves)
+        for arrival in (list(range(leaves)), list(range(leaves))[::-1]):
+            assert kernel_tree(leaves, arrival) == want, leaves
+        assert kernel_tree(leaves, rng.permutation(leaves).tolist()) == want, leaves
 
 
-def test_reduction_models_match_numpy_cluster_table(base):
-    assert detect_numpy_reductions().minmax_modelled
+def test_cluster_table_follows_its_spec(base):
     xyz, _ = base
     finite = np.isfinite(xyz).all(axis=1)
-    sizes = [1, 2, 7, 8, 9, 16, 17, 128, 129, 130, 137, 200, 257, 1000, 3000, 4100]
+    sizes = [1, 2, 7, 63, 64, 65, 128, 129, 130, 200, 257, 1000, 3000, 4100]
     labels = synthetic_labels(len(xyz), finite, sizes, seed=2)
-    zeros = np.random.default_rng(4).random(xyz.shape) < 0.3
+    rng = np.random.default_rng(4)
+    zeros = rng.random(xyz.shape) < 0.3
     signed = np.where(zeros, np.where(xyz < 0, -0.0, 0.0).astype(np.float32), xyz)
-    for points in (xyz, signed):
-        expected = cluster_table(points, labels, len(sizes))
-        assert emulate_table(points, labels, len(sizes)).tobytes() == expected.tobytes()
+    # Magnitudes over 13 decades: float64 sums round, so the order of additions shows.
+    with np.errstate(over="ignore", invalid="ignore"):  # the base's non-finite points
+        spread = (xyz * 10.0 ** rng.uniform(-9, 4, xyz.shape)).astype(np.float32)
+    for points in (xyz, signed, spread):
+        expected = emulate_table(points, labels, len(sizes))
+        assert cluster_table(points, labels, len(sizes)).tobytes() == expected.tobytes()
+        sums = cluster_sums(points, labels, len(sizes))
+        for c, size in enumerate(sizes):
+            members = np.asarray(points, dtype=np.float64)[labels == c]
+            assert [spec_sum(members[:, k].tolist()) for k in range(3)] == sums[c].tolist()
+            assert len(members) == size
+
+
+def test_cluster_table_orders_minus_zero_below_plus_zero():
+    xyz = np.array([[0.0, -0.0, 0.0], [-0.0, 0.0, 0.0], [0.0, 0.0, -0.0]])
+    table = cluster_table(xyz, np.array([0, 0, 0]), 1)
+    assert [math.copysign(1.0, table[0][f"min_{a}"]) for a in "xyz"] == [-1.0, -1.0, -1.0]
+    assert [math.copysign(1.0, table[0][f"max_{a}"]) for a in "xyz"] == [1.0, 1.0, 1.0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,19 +662,19 @@ def test_clip_mask_boundaries_are_inclusive_in_float64():
     settings = EDGE_SETTINGS["edges"]
     for dtype in (np.float32, np.float64):
         xyz = np.array([[0.375, 0.5, 0.0], [2.5, 0.0, 1.5], [1.5, 2.0, -1.25]], dtype=dtype)
-        assert clip_mask(xyz, settings).tolist() == [True, True, True]
+        assert clip_mask(xyz, settings.window).tolist() == [True, True, True]
         out = np.nextafter(xyz, dtype(np.inf)) * np.array([1, 1, 0], dtype=dtype)
         out[:, 2] = xyz[:, 2]
-        assert clip_mask(out, settings).tolist() == [True, False, False]
+        assert clip_mask(out, settings.window).tolist() == [True, False, False]
         low = np.array([[np.nextafter(dtype(0.625), dtype(0)), 0.0, 0.0]], dtype=dtype)
-        assert not clip_mask(low, settings)[0]
+        assert not clip_mask(low, settings.window)[0]
     # r2 is float64's x*x + y*y: (3, 4) is exactly at max_range 5.
-    assert clip_mask(np.array([[3.0, 4.0, 0.0]]), NodeSettings(max_range=5.0))[0]
+    assert clip_mask(np.array([[3.0, 4.0, 0.0]]), NodeSettings(max_range=5.0).window)[0]
     # A square beyond float64's range is inf (no OverflowError): max_range 1e200 bounds nothing,
     # not even an infinite coordinate (which plausibility and the clusterer exclude anyway).
     far = np.array([[1e150, 1e150, 0.0], [np.inf, 0.0, 0.0], [np.nan, 0.0, 0.0]])
-    assert clip_mask(far, EDGE_SETTINGS["huge_range"]).tolist() == [True, True, False]
-    assert not clip_mask(far[1:2], NodeSettings(max_range=1e150))[0]
+    assert clip_mask(far, EDGE_SETTINGS["huge_range"].window).tolist() == [True, True, False]
+    assert not clip_mask(far[1:2], NodeSettings(max_range=1e150).window)[0]
 
 
 @pytest.mark.parametrize("key", list(EDGE_SETTINGS))
@@ -669,15 +684,15 @@ def test_kernel_mask_model_matches_cluster_mask(key, dtype):
     rng = np.random.default_rng(3)
     random = rng.uniform(-8, 8, (2000, 3)).astype(dtype)
     xyz = np.concatenate([boundary_points(dtype), random])
-    mask, implausible = cluster_mask(xyz, settings)
-    model_mask, model_implausible = emulate_mask(xyz, frame_window(settings))
+    mask, implausible = cluster_mask(xyz, settings.window)
+    model_mask, model_implausible = emulate_mask(xyz, settings.window)
     assert np.array_equal(mask, model_mask)
     assert implausible == model_implausible
 
 
 def test_cluster_mask_counts_finite_implausible_points():
     xyz = np.array([[1e7, 0, 0], [0, -2e6, 0], [np.inf, 1e7, 0], [np.nan, 0, 0], [1, 2, 3]])
-    mask, implausible = cluster_mask(xyz, NodeSettings())
+    mask, implausible = cluster_mask(xyz, NodeSettings().window)
     assert mask.tolist() == [False, False, False, False, True]
     assert implausible == 2
 
@@ -686,58 +701,77 @@ def test_frame_window_carries_the_settings():
     settings = NodeSettings(
         use_height=False, min_range=1.0, max_range=9.0, min_z=-2.0, max_z=3.0, max_coordinate=5e3
     )
-    assert frame_window(settings) == FrameWindow(1.0, 9.0, -2.0, 3.0, 5e3, False)
+    assert settings.window == FrameWindow(1.0, 9.0, -2.0, 3.0, 5e3, False)
     assert FrameWindow(min_range=3.0, max_range=1e200).range_bounds_sq() == (9.0, float("inf"))
 
 
 # ---------------------------------------------------------------------------------------------
-# CPU-only tests: FrameProcessor's GPU branch with the NumPy models in place of the kernels
-
-
-def model_processor(copy_output: bool = True) -> FrameProcessor:
-    processor = FrameProcessor(CpuBackend(), copy_output=copy_output)
-    assert not processor.uses_gpu_pipeline  # the CPU backend has none ...
-    processor._pipeline = NumpyPipeline()  # type: ignore[assignment]  # ... this one is a model
-    return processor
+# CPU-only tests: FramePipeline with the NumPy models of the kernels as its codec
 
 
 @pytest.mark.parametrize("key", ["default", "window_flat", "implausible", "no_limit"])
 @pytest.mark.parametrize("name", ["packed_f32", "float64", "organised_row_padding", "width0"])
-def test_gpu_branch_with_models_matches_the_cpu_path(base, name, key):
+def test_model_codec_matches_the_cpu_codec(base, name, key):
     cloud = layout_cloud(base, name)
     settings = SETTINGS[key]
-    expected = FrameProcessor("cpu").process(cloud, settings)
-    got = model_processor().process(cloud, settings)
+    expected = run(FramePipeline("cpu"), cloud, settings)
+    got = run(FramePipeline(ModelBackend()), cloud, settings)
     assert got.fallback_reason is None
     assert_same_output(got, expected)
 
 
-def test_gpu_branch_falls_back_to_the_cpu_on_out_of_memory(base):
+def test_pipeline_falls_back_to_the_cpu_on_out_of_memory(base):
     error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})
-    processor = model_processor()
 
-    def fail(labels: Any, sizes: Any) -> EncodedFrame:
-        raise error("out of memory allocating 512 bytes")
+    class FailingCodec(ModelCodec):
+        def encode(self, labels: Any, sizes: Any, copy: bool = True) -> EncodedFrame:
+            raise error("out of memory allocating 512 bytes")
 
-    processor._pipeline.encode = fail  # type: ignore[union-attr, method-assign]
+    class FailingBackend(ModelBackend):
+        def frame_codec(self) -> ModelCodec:
+            return FailingCodec()
+
     cloud = layout_cloud(base, "packed_f32")
     settings = SETTINGS["window"]
-    got = processor.process(cloud, settings)
+    got = run(FramePipeline(FailingBackend()), cloud, settings)
     assert got.result.backend == "cpu" and "out of memory" in (got.fallback_reason or "")
-    assert_same_output(got, FrameProcessor("cpu").process(cloud, settings))
+    assert_same_output(got, run(FramePipeline("cpu"), cloud, settings))
 
 
-def test_gpu_branch_lets_decode_errors_through():
+def test_pipeline_lets_decode_errors_through():
     with pytest.raises(PointCloud2Error, match="missing field"):
-        model_processor().process(_malformed()["missing_z"], NodeSettings())
+        run(FramePipeline(ModelBackend()), _malformed()["missing_z"], NodeSettings())
 
 
-def test_stand_in_backend_named_cuda_gets_no_pipeline():
-    class FakeGpu(CpuBackend):
-        name = "cuda"
+class ClearEveryOther:
+    """A stage that leaves every other point out of the clustering."""
 
-    assert not FrameProcessor(FakeGpu()).uses_gpu_pipeline
-    assert not FrameProcessor("cpu").uses_gpu_pipeline
+    name = "clear_every_other"
+
+    def apply(self, frame: DecodedFrame) -> DecodedFrame:
+        keep = frame.mask.copy()
+        keep[1::2] = False
+        return DecodedFrame(frame.points, keep)
+
+
+def test_stages_run_in_order_before_clustering(base):
+    cloud = layout_cloud(base, "packed_f32")
+    settings = SETTINGS["default"]
+    staged = FramePipeline("cpu", stages=[ClearEveryOther()])
+    assert [stage.name for stage in staged.stages] == ["clear_every_other"]
+    labels = to_labels(run(staged, cloud, settings))
+    assert (labels[1::2] == -1).all()
+    xyz = read_xyz(cloud)
+    mask = cluster_mask(xyz, settings.window)[0]
+    mask[1::2] = False
+    expected = EuclideanClusterer(settings.cluster, "cpu").cluster(xyz, mask).labels
+    assert np.array_equal(labels, expected)
+    model = run(FramePipeline(ModelBackend(), stages=[ClearEveryOther()]), cloud, settings)
+    assert_same_output(model, run(staged, cloud, settings))
+
+
+def to_labels(output: FrameOutput) -> np.ndarray:
+    return np.asarray(pc.read_fields(output.labeled, ["cluster_id"])["cluster_id"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -781,15 +815,14 @@ def test_read_xyz_agrees_with_sensor_msgs_py(base, name):
 
 
 @pytest.fixture(scope="module")
-def gpu_processor() -> FrameProcessor:
-    processor = FrameProcessor("cuda")
-    assert processor.uses_gpu_pipeline
-    return processor
+def gpu_processor() -> FramePipeline:
+    return FramePipeline("cuda")
 
 
 @pytest.fixture(scope="module")
-def pipeline(gpu_processor: FrameProcessor) -> Any:
-    return gpu_processor._pipeline
+def pipeline(gpu_processor: FramePipeline) -> Any:
+    """The CUDA frame codec of ``gpu_processor``."""
+    return gpu_processor._codec
 
 
 @pytest.mark.parametrize("key", list(SETTINGS))
@@ -799,8 +832,8 @@ def pipeline(gpu_processor: FrameProcessor) -> Any:
 def test_real_frames_match_the_cpu_backend(gpu_processor, load_frame, frame, key):
     cloud = xyzi_cloud(load_frame(frame))
     settings = SETTINGS[key]
-    expected = FrameProcessor("cpu").process(cloud, settings)
-    got = gpu_processor.process(cloud, settings)
+    expected = run(FramePipeline("cpu"), cloud, settings)
+    got = run(gpu_processor, cloud, settings)
     assert got.result.backend == "cuda" and got.fallback_reason is None
     assert_same_output(got, expected)
     if key == "implausible":
@@ -814,8 +847,8 @@ def test_real_frames_match_the_cpu_backend(gpu_processor, load_frame, frame, key
 def test_odd_layouts_match_the_cpu_backend(gpu_processor, base, name, key):
     cloud = layout_cloud(base, name)
     settings = SETTINGS[key]
-    expected = FrameProcessor("cpu").process(cloud, settings)
-    got = gpu_processor.process(cloud, settings)
+    expected = run(FramePipeline("cpu"), cloud, settings)
+    got = run(gpu_processor, cloud, settings)
     assert got.fallback_reason is None
     assert_same_output(got, expected)
 
@@ -826,18 +859,18 @@ def test_odd_layouts_match_the_cpu_backend(gpu_processor, base, name, key):
 def test_decode_matches_read_xyz_and_sensor_msgs_py(pipeline, base, name):
     cloud = layout_cloud(base, name)
     settings = SETTINGS["window_flat"]
-    frame = pipeline.decode(cloud, frame_window(settings))
+    frame = pipeline.decode(cloud, settings.window)
     xyz = read_xyz(cloud)
     with np.errstate(over="ignore"):
-        expected = np.ascontiguousarray(_flatten(xyz), dtype=np.float32)
+        expected = np.ascontiguousarray(flatten_height(xyz), dtype=np.float32)
     assert frame.points.get().tobytes() == expected.tobytes()
-    assert np.array_equal(frame.mask.get(), cluster_mask(xyz, settings)[0])
+    assert np.array_equal(frame.mask.get(), cluster_mask(xyz, settings.window)[0])
     try:
         reference = read_points_xyz(cloud)
     except pytest.skip.Exception:
         return  # no sensor_msgs_py on this machine: read_xyz is checked against it elsewhere
     with np.errstate(over="ignore"):
-        flat = np.ascontiguousarray(_flatten(reference), dtype=np.float32)
+        flat = np.ascontiguousarray(flatten_height(reference), dtype=np.float32)
     assert frame.points.get().tobytes() == flat.tobytes()
 
 
@@ -850,8 +883,8 @@ def test_window_and_plausibility_edges_on_the_gpu(pipeline, key, dtype):
     xyz = boundary_points(np.dtype(dtype).type)
     spec = {"names": ["x", "y", "z"], "formats": [dtype] * 3}
     cloud = structured_cloud(spec, {"x": xyz[:, 0], "y": xyz[:, 1], "z": xyz[:, 2]})
-    frame = pipeline.decode(cloud, frame_window(settings))
-    mask, implausible = cluster_mask(read_xyz(cloud), settings)
+    frame = pipeline.decode(cloud, settings.window)
+    mask, implausible = cluster_mask(read_xyz(cloud), settings.window)
     assert np.array_equal(frame.mask.get(), mask)
     labels = np.full(cloud.num_points, -1, dtype=np.int32)
     assert pipeline.encode(labels, np.empty(0, np.int64)).implausible_points == implausible
@@ -865,15 +898,11 @@ def check_encode(pipeline: Any, cloud: RawCloud, labels: np.ndarray, sizes: np.n
     expected = append_fields(cloud, {"cluster_id": labels, "rgb": pack_rgb(cluster_rgb(labels))})
     table = cluster_table(xyz, labels, len(sizes))
     encoded = pipeline.encode(cupy.asarray(labels), sizes)
-    assert encoded.payload.tobytes() == np.asarray(expected.data).tobytes()
+    assert as_bytes(encoded.labeled.data) == as_bytes(expected.data)
     assert encoded.table.dtype == table.dtype
     assert encoded.table.tobytes() == table.tobytes()
-    if len(sizes):  # the float64 sums before the division, as np.add.reduceat makes them
-        kept = labels >= 0
-        order = np.argsort(labels[kept], kind="stable")
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        sums = np.add.reduceat(xyz.astype(np.float64)[kept][order], starts, axis=0)
-        assert pipeline.cluster_sums().tobytes() == sums.tobytes()
+    sums = cluster_sums(xyz, labels, len(sizes))  # the float64 sums before the division
+    assert pipeline.cluster_sums().tobytes() == sums.tobytes()
 
 
 @pytest.mark.parametrize("coords", ["float32", "float64"])
@@ -922,31 +951,15 @@ def signed_zero_cloud(coords: str) -> tuple[RawCloud, np.ndarray, list[int]]:
 @requires_cuda
 def test_clusters_of_signed_zeros(pipeline, coords):
     cloud, labels, sizes = signed_zero_cloud(coords)
-    pipeline.decode(cloud)
+    pipeline.decode(cloud, FrameWindow())
     check_encode(pipeline, cloud, labels, np.array(sizes, dtype=np.int64))
-
-
-@pytest.mark.parametrize("tie_mode", TIE_MODES)
-@pytest.mark.gpu
-@requires_cuda
-def test_every_tie_mode_follows_its_model(pipeline, tie_mode):
-    cloud, labels, sizes = signed_zero_cloud("<f4")
-    detected = pipeline.reductions
-    pipeline.reductions = dataclasses.replace(detected, tie_mode=tie_mode)
-    try:
-        pipeline.decode(cloud)
-        table = pipeline.encode(labels, np.array(sizes, dtype=np.int64)).table
-    finally:
-        pipeline.reductions = detected
-    expected = emulate_table(read_xyz(cloud), labels, len(sizes), tie_mode)
-    assert table.tobytes() == expected.tobytes()
 
 
 @pytest.mark.gpu
 @requires_cuda
 def test_bad_labels_raise(pipeline, base):
     cloud = layout_cloud(base, "packed_f32")
-    pipeline.decode(cloud)
+    pipeline.decode(cloud, FrameWindow())
     finite = np.isfinite(read_xyz(cloud)).all(axis=1)
     labels = synthetic_labels(cloud.num_points, finite, [300, 200], seed=3)
     with pytest.raises(ValueError, match="non-empty clusters"):
@@ -965,11 +978,11 @@ def test_bad_labels_raise(pipeline, base):
 def test_buffers_are_reused_across_frames(pipeline, load_frame, base):
     big = xyzi_cloud(load_frame("kitti_000001.bin"))
     small = layout_cloud(base, "step13")
-    pipeline.decode(big)
+    pipeline.decode(big, FrameWindow())
     device = {name: buf.data.ptr for name, buf in pipeline._device_buffers.items()}
     pinned = {name: buf.ctypes.data for name, buf in pipeline._pinned_buffers.items()}
     for cloud in (small, big, small):
-        pipeline.decode(cloud)
+        pipeline.decode(cloud, FrameWindow())
     assert {n: b.data.ptr for n, b in pipeline._device_buffers.items() if n in device} == device
     assert {n: b.ctypes.data for n, b in pipeline._pinned_buffers.items() if n in pinned} == pinned
 
@@ -978,13 +991,13 @@ def test_buffers_are_reused_across_frames(pipeline, load_frame, base):
 @requires_cuda
 def test_outputs_outlive_the_next_frame_unless_told_otherwise(load_frame, base):
     first, second = xyzi_cloud(load_frame("kitti_000008.bin")), layout_cloud(base, "packed_f32")
-    expected = FrameProcessor("cpu").process(first, NodeSettings())
-    kept = FrameProcessor("cuda")
-    output = kept.process(first, NodeSettings())
-    kept.process(second, NodeSettings())
+    expected = run(FramePipeline("cpu"), first, NodeSettings())
+    kept = FramePipeline("cuda")
+    output = run(kept, first, NodeSettings())
+    run(kept, second, NodeSettings())
     assert_same_output(output, expected)  # copies: still the first frame's bytes
-    reused = FrameProcessor("cuda", copy_output=False)
-    output = reused.process(first, NodeSettings())
+    reused = FramePipeline("cuda", copy_output=False)
+    output = run(reused, first, NodeSettings())
     assert as_bytes(output.labeled.data) == as_bytes(expected.labeled.data)
     assert output.table.tobytes() == expected.table.tobytes()
 
@@ -993,25 +1006,25 @@ def test_outputs_outlive_the_next_frame_unless_told_otherwise(load_frame, base):
 @requires_cuda
 def test_out_of_memory_on_the_gpu_pipeline_falls_back_to_the_cpu(load_frame, monkeypatch):
     error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})
-    processor = FrameProcessor("cuda")
+    processor = FramePipeline("cuda")
 
     def fail(*args: Any, **kwargs: Any) -> None:
         raise error("out of memory allocating 512 bytes")
 
-    monkeypatch.setattr(processor._pipeline, "encode", fail)
+    monkeypatch.setattr(processor._codec, "encode", fail)
     cloud = xyzi_cloud(load_frame("kitti_000008.bin"))
-    got = processor.process(cloud, SETTINGS["window"])
+    got = run(processor, cloud, SETTINGS["window"])
     assert got.result.backend == "cpu" and "out of memory" in (got.fallback_reason or "")
-    assert_same_output(got, FrameProcessor("cpu").process(cloud, SETTINGS["window"]))
+    assert_same_output(got, run(FramePipeline("cpu"), cloud, SETTINGS["window"]))
     monkeypatch.undo()
-    again = processor.process(cloud, SETTINGS["window"])  # the next frame is on the GPU again
+    again = run(processor, cloud, SETTINGS["window"])  # the next frame is on the GPU again
     assert again.result.backend == "cuda" and again.fallback_reason is None
     assert_same_output(again, got)
 
 
 @pytest.mark.gpu
 @requires_cuda
-def test_warm_up_runs_the_gpu_pipeline():
-    processor = FrameProcessor("cuda")
-    processor.warm_up(NodeSettings())
-    assert processor._pipeline._frame.plan.num_points > 0
+def test_warm_up_runs_the_gpu_codec():
+    processor = FramePipeline("cuda")
+    processor.warm_up(NodeSettings().cluster, NodeSettings().window)
+    assert processor._codec._frame.plan.num_points > 0

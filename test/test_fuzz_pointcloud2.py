@@ -1,7 +1,7 @@
-"""Fuzzing the PointCloud2 decoder and the node's frame processing (ROS-free, bounded time).
+"""Fuzzing the PointCloud2 decoder and the frame layer (ROS-free, bounded time).
 
 Any layout and any bytes either give a decoded frame whose outputs have the input's point count,
-or a :class:`PointCloud2Error` with a one-line reason: no other exception, and decoding work
+or a ``pointcloud2.PointCloud2Error`` with a one-line reason: no other exception, and decoding work
 bounded by the message size.
 """
 
@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
+from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc
-from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor
 from gpu_euclidean_cluster.ros.settings import NodeSettings
 
 EXAMPLES = int(os.environ.get("GEC_FUZZ_EXAMPLES", "1500"))
@@ -66,7 +66,7 @@ FUZZ = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-PROCESSOR = FrameProcessor(CpuBackend())
+PIPELINE = FramePipeline(CpuBackend())
 
 
 @FUZZ
@@ -87,7 +87,7 @@ def test_decoder_decodes_or_gives_one_reason(cloud):
 def test_frame_processing_outputs_every_point_or_gives_one_reason(cloud, use_height, max_range):
     settings_ = NodeSettings(use_height=use_height, max_range=max_range)
     try:
-        output = PROCESSOR.process(cloud, settings_)
+        output = PIPELINE.process(cloud, settings_.cluster, settings_.window)
     except pc.PointCloud2Error as error:
         assert str(error) and "\n" not in str(error)
         return

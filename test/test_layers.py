@@ -2,10 +2,14 @@
 
 Layers, bottom to top (see the README's "Package layout"): ``core`` and ``pointcloud_io`` need
 nothing of the package; the twin backends ``cpu`` and ``cuda`` build on them; the library's
-front door (``clusterer.py``, ``__init__.py``) picks a backend; ``tools`` sit on the library; the
-front ends ``ros``, ``bench`` and ``commands`` come last, in that order. A module may import its
-own folder and any lower layer, never a layer of the same rank (the twins stay apart) or above.
-Every import counts, also one inside a function or under ``TYPE_CHECKING``.
+front door (``clusterer.py``, ``__init__.py``) picks a backend; the frame layer ``frame`` and the
+``tools`` sit on the library; the front ends ``ros`` and ``commands`` come last, in that order. A
+module may import its own folder and any lower layer, never a layer of the same rank (the twins
+stay apart) or above. Every import counts, also one inside a function or under ``TYPE_CHECKING``.
+
+The backend rule: outside ``cpu/``, ``cuda/``, ``frame/`` and the front door's factory
+(``clusterer.py``), nothing imports a backend module or branches on a backend's type or name;
+what differs between backends is a method of the ``Backend`` protocol.
 """
 
 from __future__ import annotations
@@ -26,11 +30,17 @@ LAYERS: dict[str, int] = {
     "cpu": 1,
     "cuda": 1,
     "": 2,  # files at the package root: the library's front door
+    "frame": 3,
     "tools": 3,
     "ros": 4,
-    "bench": 5,
-    "commands": 6,
+    "commands": 5,
 }
+
+#: Layers that may know the backends apart, and the factory that builds them by name.
+BACKEND_LAYERS = ("cpu", "cuda", "frame")
+BACKEND_FACTORY = f"{PACKAGE}.clusterer"
+#: Attribute and variable names that hold a backend's name (or the backend itself).
+BACKEND_NAMES = {"backend", "backend_name", "name"}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -72,8 +82,9 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 
 def layer_of(module: str, package: str) -> str:
+    """The layer (folder) of ``module``, ``""`` for the package's root files and itself."""
     parts = module.split(".")[1:]
-    return parts[0] if len(parts) > 1 else ""
+    return parts[0] if parts and parts[0] in LAYERS else ""
 
 
 def upward_imports(graph: dict[str, set[str]], package: str) -> list[str]:
@@ -122,6 +133,55 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def backend_rule_problems(root: Path) -> list[str]:
+    """Imports of a backend module and branches on a backend's name or type outside
+    :data:`BACKEND_LAYERS` and :data:`BACKEND_FACTORY`."""
+    graph = import_graph(root)
+    package = root.name
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        if layer_of(module, package) in BACKEND_LAYERS or module == BACKEND_FACTORY:
+            continue
+        for target in sorted(graph[module]):
+            if layer_of(target, package) in ("cpu", "cuda"):
+                problems.append(f"{module} imports backend module {target}")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if _compares_backend_name(node) or _checks_backend_type(node):
+                problems.append(f"{module}:{node.lineno} branches on a backend's name or type")
+    return problems
+
+
+def _compares_backend_name(node: ast.AST) -> bool:
+    """``backend.name == "cuda"``, ``backend_name != "cpu"``, ``x.backend in ("cuda",)``..."""
+    if not isinstance(node, ast.Compare):
+        return False
+    operands = [node.left, *node.comparators]
+    named = any(
+        (isinstance(o, ast.Attribute) and o.attr in BACKEND_NAMES)
+        or (isinstance(o, ast.Name) and o.id in BACKEND_NAMES - {"name"})
+        for o in operands
+    )
+    strings = {
+        c.value
+        for o in operands
+        for c in ast.walk(o)
+        if isinstance(c, ast.Constant) and isinstance(c.value, str)
+    }
+    return named and bool(strings & {"cuda", "cpu"})
+
+
+def _checks_backend_type(node: ast.AST) -> bool:
+    """``isinstance(x, CudaBackend)`` or any class named ``...Backend``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return False
+    if node.func.id != "isinstance" or len(node.args) != 2:
+        return False
+    return any(
+        isinstance(n, ast.Name) and n.id.endswith("Backend") for n in ast.walk(node.args[1])
+    )
+
+
 def test_every_folder_has_a_layer():
     folders = {p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders <= set(LAYERS), f"folders without a layer: {sorted(folders - set(LAYERS))}"
@@ -133,6 +193,10 @@ def test_imports_only_go_down():
 
 def test_no_import_cycles():
     assert cycles(import_graph(PACKAGE_DIR)) == []
+
+
+def test_only_the_backend_layers_know_the_backends_apart():
+    assert backend_rule_problems(PACKAGE_DIR) == []
 
 
 @pytest.fixture()
@@ -150,6 +214,14 @@ def bad_package(tmp_path: Path) -> Path:
         "ros/__init__.py": "",
         "ros/node.py": "from . import replay\nfrom gpu_euclidean_cluster.core import config\n",
         "ros/replay.py": "from .node import Node\n",
+        "ros/frames.py": (
+            "from ..cuda.backend import CudaBackend\n"
+            "def f(backend, b):\n"
+            "    if backend.name == 'cuda' or isinstance(b, CudaBackend):\n"
+            "        return 1\n"
+        ),
+        "frame/__init__.py": "",
+        "frame/pipeline.py": "from ..cuda.backend import CudaBackend\n",
     }
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -166,6 +238,14 @@ def test_checker_finds_upward_imports_and_cycles(bad_package: Path):
     ]
     assert cycles(graph) == [
         [f"{PACKAGE}.core.config", f"{PACKAGE}.ros.node", f"{PACKAGE}.ros.replay"]
+    ]
+
+
+def test_checker_finds_backend_imports_and_branches(bad_package: Path):
+    assert backend_rule_problems(bad_package) == [
+        f"{PACKAGE}.ros.frames imports backend module {PACKAGE}.cuda.backend",
+        f"{PACKAGE}.ros.frames:3 branches on a backend's name or type",
+        f"{PACKAGE}.ros.frames:3 branches on a backend's name or type",
     ]
 
 

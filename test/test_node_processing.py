@@ -11,17 +11,14 @@ from gpu_euclidean_cluster import euclidean_cluster
 from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
 from gpu_euclidean_cluster.core.memory import StructureTooLargeError
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
+from gpu_euclidean_cluster.cpu.frame import CpuFrameCodec, clip_mask
 from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
+from gpu_euclidean_cluster.frame import FramePipeline, FrameWindow
+from gpu_euclidean_cluster.frame.pipeline import is_out_of_memory
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
     PointCloud2Error,
     from_structured,
     to_structured,
-)
-from gpu_euclidean_cluster.ros.frame_processor import (
-    WARM_UP_POINTS,
-    FrameProcessor,
-    clip_mask,
-    is_out_of_memory,
 )
 from gpu_euclidean_cluster.ros.frame_stats import FrameStats
 from gpu_euclidean_cluster.ros.latest_slot import LatestSlot
@@ -29,6 +26,10 @@ from gpu_euclidean_cluster.ros.parameters import PARAMETERS
 from gpu_euclidean_cluster.ros.settings import NodeSettings, settings_from_values
 
 DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
+
+
+def _process(pipeline: FramePipeline, cloud, settings: NodeSettings):
+    return pipeline.process(cloud, settings.cluster, settings.window)
 
 
 def _cloud(xyz: np.ndarray):
@@ -57,7 +58,8 @@ class _OutOfMemoryGpu(CpuBackend):
 def test_defaults_are_the_library_defaults():
     assert settings_from_values(DEFAULTS) == NodeSettings()
     assert NodeSettings().cluster == ClusterConfig()
-    assert not NodeSettings().clips
+    assert not NodeSettings().window.clips
+    assert NodeSettings().window == FrameWindow()
 
 
 @pytest.mark.parametrize(
@@ -88,20 +90,20 @@ def test_several_problems_reported_together():
 def test_clip_mask_windows():
     xyz = np.array([[1, 0, 0], [3, 4, 0], [30, 0, 0], [3, 4, 5], [np.nan, 0, 0]], float)
     settings = NodeSettings(min_range=2.0, max_range=10.0, max_z=1.0)
-    assert settings.clips
-    assert clip_mask(xyz, settings).tolist() == [False, True, False, False, False]
+    assert settings.window.clips
+    assert clip_mask(xyz, settings.window).tolist() == [False, True, False, False, False]
 
 
 def test_frame_matches_library_and_flattening_merges_layers():
     rng = np.random.default_rng(0)
     low = rng.uniform(0, 0.2, (30, 3))
     xyz = np.concatenate([low, low + np.array([0.0, 0.0, 3.0])])
-    processor = FrameProcessor("cpu")
-    output = processor.process(_cloud(xyz), NodeSettings())
+    processor = FramePipeline("cpu")
+    output = _process(processor, _cloud(xyz), NodeSettings())
     expected = euclidean_cluster(xyz, 0.5, backend="cpu")
     np.testing.assert_array_equal(to_structured(output.labeled)["cluster_id"], expected.labels)
     assert output.clusters.width == 2 and output.fallback_reason is None
-    flat = processor.process(_cloud(xyz), NodeSettings(use_height=False))
+    flat = _process(processor, _cloud(xyz), NodeSettings(use_height=False))
     assert flat.result.num_clusters == 1
     assert flat.table[0]["max_z"] == pytest.approx(xyz[:, 2].max()), "boxes use the real z"
 
@@ -109,9 +111,9 @@ def test_frame_matches_library_and_flattening_merges_layers():
 def test_out_of_memory_frame_falls_back_to_cpu():
     error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})()
     assert is_out_of_memory(error)
-    processor = FrameProcessor(_OutOfMemoryGpu(error))
+    processor = FramePipeline(_OutOfMemoryGpu(error))
     xyz = np.random.default_rng(1).uniform(0, 5, (200, 3))
-    output = processor.process(_cloud(xyz), NodeSettings())
+    output = _process(processor, _cloud(xyz), NodeSettings())
     assert output.result.backend == "cpu" and "out of memory" in output.fallback_reason
     expected = euclidean_cluster(xyz, 0.5, backend="cpu")
     np.testing.assert_array_equal(output.result.labels, expected.labels)
@@ -123,10 +125,10 @@ def test_out_of_memory_frame_falls_back_to_cpu():
 )
 def test_structure_too_large_frame_runs_with_union_find_on_the_same_backend(error):
     assert not is_out_of_memory(error)
-    processor = FrameProcessor(_OutOfMemoryGpu(error))
+    processor = FramePipeline(_OutOfMemoryGpu(error))
     xyz = np.random.default_rng(1).uniform(0, 5, (200, 3))
     settings = NodeSettings(cluster=ClusterConfig(method="matrix"))
-    output = processor.process(_cloud(xyz), settings)
+    output = _process(processor, _cloud(xyz), settings)
     assert output.result.backend == "cuda" and output.result.method == "union_find"
     assert "frame run with union_find" in output.fallback_reason
     assert "use method 'union_find' or 'auto'" in output.fallback_reason
@@ -147,26 +149,26 @@ class _RecordingBackend(CpuBackend):
 
 def test_warm_up_clusters_a_small_cloud_with_the_settings_in_force():
     backend = _RecordingBackend()
-    processor = FrameProcessor(backend)
+    processor = FramePipeline(backend)
     settings = NodeSettings(cluster=ClusterConfig(d_th=0.7, method="vertex"))
-    processor.warm_up(settings)
-    assert backend.calls == [(WARM_UP_POINTS, settings.cluster)]
-    output = processor.process(_cloud(np.zeros((3, 3), np.float32)), settings)
+    processor.warm_up(settings.cluster, settings.window)
+    assert backend.calls == [(CpuFrameCodec.warm_up_points, settings.cluster)]
+    output = _process(processor, _cloud(np.zeros((3, 3), np.float32)), settings)
     assert output.result.num_clusters == 1 and len(backend.calls) == 2
 
 
 def test_other_backend_errors_are_not_swallowed():
-    processor = FrameProcessor(_OutOfMemoryGpu(RuntimeError("kernel failed")))
+    processor = FramePipeline(_OutOfMemoryGpu(RuntimeError("kernel failed")))
     assert not is_out_of_memory(RuntimeError("kernel failed"))
     with pytest.raises(RuntimeError, match="kernel failed"):
-        processor.process(_cloud(np.zeros((3, 3))), NodeSettings())
+        _process(processor, _cloud(np.zeros((3, 3))), NodeSettings())
 
 
 def test_undecodable_cloud_raises_pointcloud2_error():
     cloud = _cloud(np.zeros((3, 3)))
     broken = type(cloud)(**{**cloud.__dict__, "data": b"\0" * 4})
     with pytest.raises(PointCloud2Error, match="fewer than row_step"):
-        FrameProcessor("cpu").process(broken, NodeSettings())
+        _process(FramePipeline("cpu"), broken, NodeSettings())
 
 
 def test_latest_slot_newest_wins():

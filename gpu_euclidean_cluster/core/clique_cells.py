@@ -50,9 +50,10 @@ def _forward_offsets() -> np.ndarray:
 FORWARD_OFFSETS = _forward_offsets()
 
 
-#: Smallest T for which the grid is used. Below it the rounding terms of the proof (NOTES.md) are
-#: not small against T, in IEEE arithmetic (subnormal products) and in the GPU's flush-to-zero
-#: arithmetic (CuPy compiles with -ftz=true) alike; such thresholds (d_th < 8.9e-16) use ES.
+#: Smallest T for which the grid is used. Below it the rounding terms of the proof
+#: (docs/union_find.md) are not small against T, in IEEE arithmetic (subnormal products) and in
+#: the GPU's flush-to-zero arithmetic (CuPy compiles with -ftz=true) alike; such thresholds
+#: (d_th < 8.9e-16) use ES.
 MIN_GRID_THRESHOLD = 2.0**-100
 
 

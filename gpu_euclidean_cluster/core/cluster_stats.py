@@ -31,8 +31,20 @@ UNCLUSTERED_RGB = (128, 128, 128)
 _GOLDEN_RATIO_CONJUGATE = 0.618033988749895
 
 
+#: Points per leaf of the centroid's summation tree (:func:`cluster_sums`).
+SUM_LEAF = 64
+
+
 def cluster_table(xyz: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.ndarray:
     """Statistics of clusters ``0..num_clusters-1`` of ``labels`` over the points ``xyz``.
+
+    The arithmetic is this package's own, and every backend follows it to the bit:
+
+    * coordinates are taken as float64 (exact for float32 and integer input);
+    * centroid: :func:`cluster_sums` divided by the point count in float64 (one correctly
+      rounded division), then rounded to float32 (nearest, ties to even);
+    * box: the minimum and maximum of each coordinate with ``-0.0 < +0.0`` (IEEE 754-2019
+      ``minimum``/``maximum``; clustered points are finite), rounded to float32.
 
     Args:
         xyz: (N, 3) coordinates; points labelled -1 are ignored (they may be non-finite).
@@ -40,31 +52,98 @@ def cluster_table(xyz: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.
         num_clusters: K; every id in ``0..K-1`` must label at least one point.
 
     Returns:
-        (K,) array of :data:`CLUSTER_DTYPE`; centroids are accumulated in float64.
+        (K,) array of :data:`CLUSTER_DTYPE`.
+
+    Raises:
+        ValueError: ``labels`` do not number exactly K non-empty clusters.
     """
-    labels = np.asarray(labels)
-    kept = labels >= 0
-    ids = labels[kept]
-    points = np.asarray(xyz, dtype=np.float64)[kept]
     table = np.zeros(num_clusters, dtype=CLUSTER_DTYPE)
     table["cluster_id"] = np.arange(num_clusters)
     if num_clusters == 0:
         return table
-    counts = np.bincount(ids, minlength=num_clusters)
-    if counts.shape[0] != num_clusters or not counts.all():
-        raise ValueError(f"labels do not number exactly {num_clusters} non-empty clusters")
-    table["num_points"] = counts
-    order = np.argsort(ids, kind="stable")
-    grouped = points[order]
+    grouped, counts = _grouped(xyz, labels, num_clusters)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    centroid = np.add.reduceat(grouped, starts, axis=0) / counts[:, None]
-    lower = np.minimum.reduceat(grouped, starts, axis=0)
-    upper = np.maximum.reduceat(grouped, starts, axis=0)
+    table["num_points"] = counts
+    centroid = _tree_sums(grouped, counts) / counts[:, None]
+    # Ordered as floats, -0 and +0 are equal: minimum/maximum of the bit patterns' order key
+    # (a total order of finite doubles with -0 < +0), then back to the value.
+    keys = _order_keys(grouped)
+    lower = _from_order_keys(np.minimum.reduceat(keys, starts, axis=0))
+    upper = _from_order_keys(np.maximum.reduceat(keys, starts, axis=0))
     for axis, name in enumerate("xyz"):
         table[name] = centroid[:, axis]
         table[f"min_{name}"] = lower[:, axis]
         table[f"max_{name}"] = upper[:, axis]
     return table
+
+
+def cluster_sums(xyz: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.ndarray:
+    """(K, 3) float64 coordinate sums per cluster, in this package's fixed order.
+
+    A cluster's points, in index order, are cut into leaves of :data:`SUM_LEAF` consecutive
+    points; a leaf is summed left to right starting from its first point; then the leaf sums are
+    added pairwise, level by level (leaf ``2i`` + leaf ``2i + 1``; an unpaired last one goes up
+    unchanged), until one value remains. Every addition is one IEEE float64 addition.
+    """
+    if num_clusters == 0:
+        return np.zeros((0, 3), dtype=np.float64)
+    grouped, counts = _grouped(xyz, labels, num_clusters)
+    return _tree_sums(grouped, counts)
+
+
+def _grouped(
+    xyz: np.ndarray, labels: np.ndarray, num_clusters: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The labelled points as float64, sorted by label (index order within a label), and the
+    count per label."""
+    labels = np.asarray(labels)
+    kept = labels >= 0
+    ids = labels[kept]
+    counts = np.bincount(ids, minlength=num_clusters)
+    if counts.shape[0] != num_clusters or not counts.all():
+        raise ValueError(f"labels do not number exactly {num_clusters} non-empty clusters")
+    order = np.argsort(ids, kind="stable")
+    return np.asarray(xyz, dtype=np.float64)[kept][order], counts
+
+
+def _tree_sums(grouped: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """:func:`cluster_sums` of points already grouped by cluster."""
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    leaves = -(-counts // SUM_LEAF)  # per cluster
+    leaf_cluster = np.repeat(np.arange(len(counts)), leaves)
+    leaf_rank = np.arange(int(leaves.sum())) - np.repeat(np.cumsum(leaves) - leaves, leaves)
+    leaf_start = starts[leaf_cluster] + SUM_LEAF * leaf_rank
+    leaf_len = np.minimum(SUM_LEAF, counts[leaf_cluster] - SUM_LEAF * leaf_rank)
+    sums = grouped[leaf_start].copy()
+    for j in range(1, SUM_LEAF):  # left to right within every leaf at once
+        more = np.flatnonzero(leaf_len > j)
+        if more.size == 0:
+            break
+        sums[more] += grouped[leaf_start[more] + j]
+    nodes = leaves.copy()  # per cluster: partial sums left at this level
+    while (nodes > 1).any():
+        first = np.cumsum(nodes) - nodes  # each cluster's first partial in `sums`
+        halves = -(-nodes // 2)
+        cluster = np.repeat(np.arange(len(nodes)), halves)
+        rank = np.arange(int(halves.sum())) - np.repeat(np.cumsum(halves) - halves, halves)
+        left = first[cluster] + 2 * rank
+        paired = 2 * rank + 1 < nodes[cluster]
+        combined = sums[left].copy()
+        combined[paired] += sums[left[paired] + 1]
+        sums, nodes = combined, halves
+    return sums
+
+
+def _order_keys(values: np.ndarray) -> np.ndarray:
+    """int64 keys ordered as the float64 values, with -0.0 below +0.0 (finite values)."""
+    bits = values.view(np.int64)
+    return np.where(bits < 0, np.int64(-(2**63)) - bits - 1, bits)
+
+
+def _from_order_keys(keys: np.ndarray) -> np.ndarray:
+    """The float64 values of :func:`_order_keys`' keys."""
+    bits = np.where(keys < 0, np.int64(-(2**63)) - keys - 1, keys)
+    return bits.view(np.float64)
 
 
 def cluster_rgb(labels: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from ..core.device import DeviceInfo, MemoryPeak
 from ..core.numbering import canonical_labels
 from ..core.result import Labelling
 from ..core.timing import StageClock
+from .frame import CpuFrameCodec
 from .graph import adjacency_list, neighbour_edges
 from .union_find import grid_fits, union_find_components
 
@@ -49,6 +50,9 @@ class CpuBackend:
     def measure_peak_memory(self, call: Callable[[], Any]) -> MemoryPeak | None:
         """No device memory on the host."""
         return None
+
+    def frame_codec(self) -> CpuFrameCodec:
+        return CpuFrameCodec()
 
     def number_clusters(
         self, components: np.ndarray, min_size: int, max_size: int

@@ -2,13 +2,14 @@
 
 The voxel grid of the paper's Section 4.4 (Algorithm 7) with cells of side
 ``h = sqrt(T / 3) * (1 - CELL_MARGIN)`` (``T = float32(d_th**2)``): any two points of a cell are
-neighbours under the float32 rule (proof in NOTES.md), so every cell is one connected set from the
-start (the dense boxes of FDBSCAN-DenseBox, Prokopenko et al., ICPP'23) and the union-find runs
-over cells. Two cells at one of the 62 forward offsets of the 5 x 5 x 5 stencil are merged at their
-first neighbour pair; the search over their point pairs goes in bounded slices (at most
-``CHUNK_PAIRS`` candidates in memory), and a cell pair is dropped as soon as both cells share a
-component. Components are kept as a flat label array, merged with SciPy's connected_components
-on (component, component) pairs: O(N + CHUNK_PAIRS) memory whatever the degree, no edge list.
+neighbours under the float32 rule (proof in docs/union_find.md), so every cell is one connected
+set from the start (the dense boxes of FDBSCAN-DenseBox, Prokopenko et al., ICPP'23) and the
+union-find runs over cells. Two cells at one of the 62 forward offsets of the 5 x 5 x 5 stencil
+are merged at their first neighbour pair; the search over their point pairs goes in bounded
+slices (at most ``CHUNK_PAIRS`` candidates in memory), and a cell pair is dropped as soon as both
+cells share a component. Components are kept as a flat label array, merged with SciPy's
+connected_components on (component, component) pairs: O(N + CHUNK_PAIRS) memory whatever the
+degree, no edge list.
 
 When the grid cannot be used (T infinite or below 2^-100, a cloud more than 2^30 cells wide,
 or a key space of 2^61 cells or more) and for ``search="exhaustive"``, all pairs ``j > i`` are

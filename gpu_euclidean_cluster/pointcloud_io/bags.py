@@ -41,6 +41,7 @@ from rosbags.typesys.store import Typestore
 POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
 """Message type name (rosbags spelling) of the only type these bags carry for us."""
 
+
 def _storage_errors() -> tuple[type[BaseException], ...]:
     """The exception bases of optional storage back ends (apsw for sqlite3, lz4, zstandard)."""
     found: list[type[BaseException]] = []
@@ -354,7 +355,7 @@ def write_pointcloud_bag(
     Each message's bag timestamp equals its header stamp.
 
     Args:
-        path: must not exist. What is written follows the name (see :func:`storage_file_suffix`):
+        path: must not exist. What is written follows the name (see :data:`STORAGE_OF_SUFFIX`):
             ``OUT.bag`` a ROS 1 bag file; ``OUT.mcap`` or ``OUT.db3`` that one MCAP or sqlite3
             file (what ``replay`` and ``ros2 bag play`` open; no ``metadata.yaml``); any other
             name a ROS 2 bag directory (``metadata.yaml`` and the storage file).

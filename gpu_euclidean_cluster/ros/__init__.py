@@ -1,8 +1,9 @@
 """ROS 2 front end: the clustering node (``node``) and the bag replay tool (``replay``).
 
-Modules that import rclpy or ROS messages: ``node``, ``cloud_messages``, ``markers``,
-``detections``, ``diagnostics``, ``descriptors``, ``bag_player``, ``demo_monitor``. ROS-free,
-importable and testable without ROS: ``parameters``, ``settings``, ``frame_processor``,
-``frame_stats``, ``latest_slot``, ``qos``, ``replay`` (the tool's parser; it imports
-``bag_player`` only to play) and ``replay_options``.
+Modules that import rclpy when imported: ``node``, ``bag_player``, ``demo_monitor`` and
+``serialized`` (for rclpy's serializer). Modules that import ROS message packages but not rclpy:
+``cloud_messages``, ``markers``, ``detections``, ``diagnostics`` and ``descriptors``. The others
+import neither and are testable without ROS, among them ``parameters``, ``settings``, ``qos``
+(it imports rclpy only inside :func:`~.qos.reliability_policy`), ``replay`` (the tool's parser;
+it imports ``bag_player`` only to play), ``replay_options`` and ``transport``.
 """

@@ -1,7 +1,8 @@
 """sensor_msgs/PointCloud2 messages from the ROS-free :class:`RawCloud`.
 
-The other direction needs no ROS types: :func:`~gpu_euclidean_cluster.pointcloud_io.pointcloud2.
-from_message` reads any object with PointCloud2's attributes.
+The other direction needs no ROS types:
+:func:`~gpu_euclidean_cluster.pointcloud_io.pointcloud2.from_message` reads any object with
+PointCloud2's attributes.
 """
 
 from __future__ import annotations

@@ -31,7 +31,10 @@ class MarkerBuilder:
         self._previous = 0
 
     def build(self, table: np.ndarray, header: Header) -> MarkerArray:
-        """Markers for the cluster rows ``table`` (see :func:`cluster_table`)."""
+        """Markers for the cluster rows ``table``.
+
+        ``table`` holds the rows of :func:`~..core.cluster_stats.cluster_table`.
+        """
         colours = cluster_rgb(table["cluster_id"]) / 255.0
         markers = []
         for row, colour in zip(table, colours, strict=True):

@@ -37,11 +37,11 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
 from ..core.config import ConfigError
+from ..frame import FrameOutput, FramePipeline
 from ..pointcloud_io.pointcloud2 import PointCloud2Error, from_cdr
 from . import detections
 from .descriptors import descriptor
 from .diagnostics import diagnostics_message
-from .frame_processor import FrameOutput, FrameProcessor
 from .frame_stats import FrameStats, StatsSnapshot
 from .latest_slot import LatestSlot
 from .parameters import PARAMETERS, SPECS
@@ -98,13 +98,13 @@ class EuclideanClusterNode(Node):
             self.declare_parameter(spec.name, spec.default, descriptor(spec))
         self._settings = settings_from_values(self._parameter_values())
         # The worker publishes each frame before it processes the next, so the labelled payload
-        # may stay in the GPU pipeline's pinned buffer (no copy of ~3 MB per frame).
-        self._processor = FrameProcessor(
+        # may stay in the GPU codec's pinned buffer (no copy of ~3 MB per frame).
+        self._pipeline = FramePipeline(
             self.get_parameter("backend").value,
             self.get_parameter("device_id").value,
             copy_output=False,
         )
-        self._processor.warm_up(self._settings)
+        self._pipeline.warm_up(self._settings.cluster, self._settings.window)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = FrameStats()
         self._reported: StatsSnapshot | None = None
@@ -115,7 +115,7 @@ class EuclideanClusterNode(Node):
         )
         self._worker.start()
         self.get_logger().info(
-            f"clustering on {self._processor.backend_name} ({self._processor.device}) with "
+            f"clustering on {self._pipeline.backend.name} ({self._pipeline.backend.device}) with "
             f"{self._settings}"
         )
 
@@ -202,7 +202,8 @@ class EuclideanClusterNode(Node):
         started = time.perf_counter()
         try:
             cloud, decoded = from_cdr(frame.cdr)
-            output = self._processor.process(cloud, self._settings)
+            settings = self._settings
+            output = self._pipeline.process(cloud, settings.cluster, settings.window)
         except PointCloud2Error as error:
             self._reject(error.kind, f"bad PointCloud2: {error}")
             return
@@ -263,8 +264,8 @@ class EuclideanClusterNode(Node):
                 f"{self.get_name()}: clustering",
                 snapshot,
                 self._reported,
-                self._processor.backend_name,
-                self._processor.device,
+                self._pipeline.backend.name,
+                self._pipeline.backend.device,
                 self.get_clock().now().to_msg(),
                 self._settings.diagnostics_warn_share,
             )

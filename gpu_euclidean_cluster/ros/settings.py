@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
+from ..core.frame import MAX_COORDINATE, FrameWindow
 
-#: Default plausibility limit of a coordinate (m): no LiDAR sees a kilometre, let alone 1000.
-MAX_COORDINATE = 1e6
 #: Default share of lost frames in a diagnostics window that turns the status to WARN.
 DIAGNOSTICS_WARN_SHARE = 0.1
 
@@ -41,13 +40,15 @@ class NodeSettings:
     diagnostics_warn_share: float = DIAGNOSTICS_WARN_SHARE
 
     @property
-    def clips(self) -> bool:
-        """True when a range or height window excludes any point."""
-        return (
-            self.min_range > 0.0
-            or self.max_range < math.inf
-            or self.min_z > -math.inf
-            or self.max_z < math.inf
+    def window(self) -> FrameWindow:
+        """The frame layer's window of these settings: the points a frame clusters."""
+        return FrameWindow(
+            min_range=self.min_range,
+            max_range=self.max_range,
+            min_z=self.min_z,
+            max_z=self.max_z,
+            max_coordinate=self.max_coordinate,
+            use_height=self.use_height,
         )
 
 

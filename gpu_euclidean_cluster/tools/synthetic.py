@@ -65,7 +65,7 @@ class SyntheticCloud:
     Attributes:
         points: (n, 3) float32 coordinates.
         labels: (n,) int32 ground-truth clusters (the connected components of the ``d_th``
-            neighbour graph), numbered as :class:`~gpu_euclidean_cluster.result.ClusterResult`
+            neighbour graph), numbered as :class:`~gpu_euclidean_cluster.core.result.ClusterResult`
             numbers them: by size descending, ties by smallest point index. When every cluster is
             connected, the points of the i-th generated cluster carry label i.
         d_th: the distance threshold the cloud is built for.

@@ -1,15 +1,13 @@
-// The node's frame pipeline on the GPU: sensor_msgs/PointCloud2 decode, the plausibility and
-// range/height window mask, the labelled output payload and the per-cluster table, bit for bit
-// equal to the NumPy path (pointcloud2.read_xyz, frame_processor.FrameProcessor.process /
-// clip_mask / _flatten, pointcloud2.append_fields, cluster_stats.cluster_rgb / pack_rgb /
-// cluster_table). Every name here starts with pc2_. Loaded by cuda/frame_pipeline.py, which
-// compiles it after common.cuh with --fmad=false.
+// The frame codec on the GPU: sensor_msgs/PointCloud2 decode, the plausibility and range/height
+// window mask, the labelled output payload and the per-cluster table, bit for bit equal to the
+// CPU twin (pointcloud2.read_xyz, cpu/frame.py's cluster_mask / clip_mask / flatten_height,
+// pointcloud2.append_fields, cluster_stats.cluster_rgb / pack_rgb / cluster_table). Every name
+// here starts with pc2_. Loaded by cuda/frame.py, which compiles it after common.cuh with
+// --fmad=false and the constants it defines.
 //
 // With --fmad=false each product and sum below is rounded on its own, exactly as NumPy (which
 // never contracts) rounds it; the window mask also spells its double operations out (__dmul_rn,
-// __dadd_rn). Where NumPy's result depends on an order of operations (pairwise summation, the
-// unrolled minimum/maximum reduction), the kernels reproduce that order; frame_pipeline.py says
-// which NumPy behaviour.
+// __dadd_rn). The cluster table's order of additions is the package's own (cluster_table).
 
 // sensor_msgs/PointField datatypes.
 #define PC2_INT8 1
@@ -20,12 +18,6 @@
 #define PC2_UINT32 6
 #define PC2_FLOAT32 7
 #define PC2_FLOAT64 8
-
-// NumPy's pairwise summation: blocks of at most PC2_PW_BLOCK elements are summed with eight
-// accumulators; the cluster table gives every GPU thread PC2_TABLE_CHUNK positions to look at.
-#define PC2_PW_BLOCK 128
-#define PC2_TABLE_CHUNK 64
-#define PC2_MAX_DEPTH 40
 
 // Words of the status buffer: error flags of encode, finite points decode found implausible.
 #define PC2_STATUS_ERROR 0
@@ -240,85 +232,44 @@ extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int
 }
 
 // ------------------------------------------------------------------------------------------------
-// Cluster table: cluster_table(xyz, labels, K) of cluster_stats.py, from the keys sorted (so the
-// points of cluster c are at sorted positions starts[c] .. starts[c + 1] - 1, in index order).
-//
-// NumPy computes, per cluster, sum = x[0] + pairwise(x[1:]) (np.add.reduceat copies the first
-// element, then reduces the rest with the pairwise sum of loops_utils.h: blocks <= 128 with 8
-// accumulators, larger ranges split at n/2 rounded down to a multiple of 8), and min/max with the
-// 8x unrolled strided reduction of loops_minmax (x86: ties between +0 and -0 go to the second
-// operand). Both are reproduced here:
-//   * the pairwise tree's leaves (64..128 elements) are summed by one thread each, exactly as
-//     NumPy sums a leaf; threads then climb the tree, the second child to arrive at a node adds
-//     left + right (a generation-stamped flag per node tells who is second);
-//   * min/max: the element NumPy's reduction returns is the extreme value whose "priority"
-//     (pc2_minmax_priority) is highest among the equal ones, so (value, priority) pairs can be
-//     combined in any order.
+// Cluster table: cluster_table(xyz, labels, K) of core/cluster_stats.py, from the keys sorted (so
+// the points of cluster c are at sorted positions starts[c] .. starts[c + 1] - 1, in index order).
+// The arithmetic is the package's own (cluster_stats.cluster_sums):
+//   * sum: leaves of PC2_SUM_LEAF consecutive points, each summed left to right from its first
+//     point by one thread; then leaf sums added pairwise level by level (2i + 2i+1; an unpaired
+//     last one goes up unchanged). Threads climb that tree: at the node whose right child starts
+//     at leaf s, each child stores its partial in slot s, and the second to arrive (a
+//     generation-stamped flag per slot tells) adds left + right and climbs on;
+//   * min/max: IEEE 754-2019 minimum/maximum (-0 < +0), which give one value in any order.
+
+#ifndef PC2_SUM_LEAF
+#error "PC2_SUM_LEAF must be defined by cuda/frame.py (core.cluster_stats.SUM_LEAF)"
+#endif
 
 struct pc2_Partial {
     double sum[3];
     double lo[3], hi[3];
-    int plo[3], phi[3];
 };
 
-// Order in which NumPy's minimum/maximum reduction of m elements meets a tied element: element
-// r of the m (after the copied first element, priority 0) sits in lane r % 8, block r / 8 of the
-// unrolled part (the first 8 * (m / 8) elements when m >= 8) or in the scalar tail. Every binary
-// step of the reduction has lower priorities on its first operand than on its second.
-__device__ __forceinline__ int pc2_minmax_priority(int r, int m) {
-    const int blocks = m >> 3;
-    if (r < 8 * blocks) return 1 + (r & 7) * blocks + (r >> 3);
-    return 1 + r;
+__device__ __forceinline__ double pc2_minimum(double a, double b) {
+    return (b < a || (b == a && signbit(b))) ? b : a;
 }
 
-// Tie key of an element (the higher key wins between equal values, i.e. +0 and -0):
-//   tie_mode 0: the second operand wins a tie (x86 SSE minsd/maxsd, NumPy <= 2.4): priority;
-//   tie_mode 1: the first operand wins (C `a <= b ? a : b`, NumPy's Highway loops): -priority;
-//   tie_mode 2: -0 < +0 (IEEE 754-2019 minimum/maximum, aarch64 fmin/fmax): the sign decides.
-__device__ __forceinline__ int pc2_tie_key(double v, int prio, int tie_mode, bool minimum) {
-    if (tie_mode == 0) return prio;
-    if (tie_mode == 1) return -prio;
-    return (signbit(v) != 0) == minimum ? 1 : 0;
+__device__ __forceinline__ double pc2_maximum(double a, double b) {
+    return (b > a || (b == a && !signbit(b))) ? b : a;
 }
 
-__device__ __forceinline__ void pc2_take_extremes(pc2_Partial& a, const double* v, int prio,
-                                                  int tie_mode) {
-#pragma unroll
-    for (int k = 0; k < 3; ++k) {
-        const int klo = pc2_tie_key(v[k], prio, tie_mode, true);
-        const int khi = pc2_tie_key(v[k], prio, tie_mode, false);
-        if (v[k] < a.lo[k] || (v[k] == a.lo[k] && klo > a.plo[k])) {
-            a.lo[k] = v[k];
-            a.plo[k] = klo;
-        }
-        if (v[k] > a.hi[k] || (v[k] == a.hi[k] && khi > a.phi[k])) {
-            a.hi[k] = v[k];
-            a.phi[k] = khi;
-        }
-    }
-}
-
-// left + right in NumPy's order (pairwise(left) + pairwise(right)); extremes by tie key.
+// left + right: the sums in that order, the extremes in any.
 __device__ __forceinline__ pc2_Partial pc2_combine(const pc2_Partial& left,
                                                    const pc2_Partial& right) {
-    pc2_Partial out = left;
+    pc2_Partial out;
 #pragma unroll
     for (int k = 0; k < 3; ++k) {
         out.sum[k] = left.sum[k] + right.sum[k];
-        if (right.lo[k] < out.lo[k] || (right.lo[k] == out.lo[k] && right.plo[k] > out.plo[k])) {
-            out.lo[k] = right.lo[k];
-            out.plo[k] = right.plo[k];
-        }
-        if (right.hi[k] > out.hi[k] || (right.hi[k] == out.hi[k] && right.phi[k] > out.phi[k])) {
-            out.hi[k] = right.hi[k];
-            out.phi[k] = right.phi[k];
-        }
+        out.lo[k] = pc2_minimum(left.lo[k], right.lo[k]);
+        out.hi[k] = pc2_maximum(left.hi[k], right.hi[k]);
     }
     return out;
-}
-
-__device__ __forceinline__ void pc2_store_partial(pc2_Partial* dst, const pc2_Partial& p) {
-    *dst = p;
 }
 
 __device__ __forceinline__ pc2_Partial pc2_load_partial(const pc2_Partial* src) {
@@ -329,8 +280,6 @@ __device__ __forceinline__ pc2_Partial pc2_load_partial(const pc2_Partial* src) 
         p.sum[k] = __ldcg(&src->sum[k]);
         p.lo[k] = __ldcg(&src->lo[k]);
         p.hi[k] = __ldcg(&src->hi[k]);
-        p.plo[k] = __ldcg(&src->plo[k]);
-        p.phi[k] = __ldcg(&src->phi[k]);
     }
     return p;
 }
@@ -353,79 +302,35 @@ __device__ __forceinline__ void pc2_load_xyz(const C* __restrict__ xyz,
     v[2] = pc2_coord_value(xyz, 3 * i + 2);
 }
 
-// The leaf [a, a + len) of the m elements after the first, which sit from sorted position base.
-// Fewer than 8 elements are added to `zero` (NumPy >= 2 starts from -0.0, older from +0.0).
+// The len (1 .. PC2_SUM_LEAF) points from sorted position `first`, summed left to right.
 template <typename C>
 __device__ pc2_Partial pc2_leaf(const C* __restrict__ xyz,
-                                const unsigned long long* __restrict__ keys, int base, int a,
-                                int len, int m, double zero, int tie_mode) {
+                                const unsigned long long* __restrict__ keys, int first, int len) {
     pc2_Partial p;
     double v[3];
-    pc2_load_xyz(xyz, keys, base + a, v);
+    pc2_load_xyz(xyz, keys, first, v);
 #pragma unroll
-    for (int k = 0; k < 3; ++k) {
-        p.lo[k] = p.hi[k] = v[k];
-        p.plo[k] = pc2_tie_key(v[k], pc2_minmax_priority(a, m), tie_mode, true);
-        p.phi[k] = pc2_tie_key(v[k], pc2_minmax_priority(a, m), tie_mode, false);
-    }
-    if (len < 8) {
-        double s[3] = {zero, zero, zero};
-        for (int e = 0; e < len; ++e) {
-            if (e > 0) {
-                pc2_load_xyz(xyz, keys, base + a + e, v);
-                pc2_take_extremes(p, v, pc2_minmax_priority(a + e, m), tie_mode);
-            }
+    for (int k = 0; k < 3; ++k) p.sum[k] = p.lo[k] = p.hi[k] = v[k];
+    for (int e = 1; e < len; ++e) {
+        pc2_load_xyz(xyz, keys, first + e, v);
 #pragma unroll
-            for (int k = 0; k < 3; ++k) s[k] += v[k];
+        for (int k = 0; k < 3; ++k) {
+            p.sum[k] += v[k];
+            p.lo[k] = pc2_minimum(p.lo[k], v[k]);
+            p.hi[k] = pc2_maximum(p.hi[k], v[k]);
         }
-#pragma unroll
-        for (int k = 0; k < 3; ++k) p.sum[k] = s[k];
-        return p;
-    }
-    double acc[3][8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        if (j > 0) {
-            pc2_load_xyz(xyz, keys, base + a + j, v);
-            pc2_take_extremes(p, v, pc2_minmax_priority(a + j, m), tie_mode);
-        }
-#pragma unroll
-        for (int k = 0; k < 3; ++k) acc[k][j] = v[k];
-    }
-    int e = 8;
-    const int stop = len - len % 8;
-    for (; e < stop; e += 8) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            pc2_load_xyz(xyz, keys, base + a + e + j, v);
-            pc2_take_extremes(p, v, pc2_minmax_priority(a + e + j, m), tie_mode);
-#pragma unroll
-            for (int k = 0; k < 3; ++k) acc[k][j] += v[k];
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < 3; ++k)
-        p.sum[k] = ((acc[k][0] + acc[k][1]) + (acc[k][2] + acc[k][3])) +
-                   ((acc[k][4] + acc[k][5]) + (acc[k][6] + acc[k][7]));
-    for (; e < len; ++e) {
-        pc2_load_xyz(xyz, keys, base + a + e, v);
-        pc2_take_extremes(p, v, pc2_minmax_priority(a + e, m), tie_mode);
-#pragma unroll
-        for (int k = 0; k < 3; ++k) p.sum[k] += v[k];
     }
     return p;
 }
 
-// Threads: cluster c owns threads offsets[c] .. offsets[c + 1] - 1 (one when its m = size - 1
-// elements fit one leaf, else ceil(m / 64)) and as many node slots (2 partials + 1 flag each).
-// Thread k of c finds the leaf holding element 64 k and works on it if no lower thread does.
+// Threads: cluster c owns threads offsets[c] .. offsets[c + 1] - 1, one per leaf, and as many
+// node slots (2 partials + 1 flag each; slot s of c is the node whose right child starts at s).
 template <typename C>
 __device__ void pc2_table_impl(const unsigned long long* __restrict__ keys,
                                const C* __restrict__ xyz, int num_clusters,
                                const int* __restrict__ starts, const int* __restrict__ offsets,
                                pc2_Partial* slots, int* flags, int generation,
-                               double pairwise_zero, int tie_mode, unsigned* __restrict__ table,
-                               double* __restrict__ sums, int* err) {
+                               unsigned* __restrict__ table, double* __restrict__ sums, int* err) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= offsets[num_clusters]) return;
     int lo = 0, hi = num_clusters;  // the cluster c with offsets[c] <= t < offsets[c + 1]
@@ -434,71 +339,38 @@ __device__ void pc2_table_impl(const unsigned long long* __restrict__ keys,
         if (offsets[mid] <= t) lo = mid; else hi = mid;
     }
     const int c = lo;
-    const int k = t - offsets[c];
+    const int leaf = t - offsets[c];
+    const int leaves = offsets[c + 1] - offsets[c];
     const int first = starts[c];
     const int size = starts[c + 1] - first;
-    const int m = size - 1;
-    const int base = first + 1;
+    const int start = first + PC2_SUM_LEAF * leaf;
+    pc2_Partial part = pc2_leaf(xyz, keys, start, min(PC2_SUM_LEAF, first + size - start));
 
-    int node_a[PC2_MAX_DEPTH], node_split[PC2_MAX_DEPTH];
-    int depth = 0;
-    int a = 0, len = m;
-    if (m > PC2_PW_BLOCK) {
-        const int q = PC2_TABLE_CHUNK * k;
-        while (len > PC2_PW_BLOCK) {
-            int n2 = len / 2;
-            n2 -= n2 % 8;
-            node_a[depth] = a;
-            node_split[depth] = a + n2;
-            ++depth;
-            if (q < a + n2) {
-                len = n2;
-            } else {
-                a += n2;
-                len -= n2;
-            }
-        }
-        if (q - a >= PC2_TABLE_CHUNK) return;  // a lower thread of this cluster has the leaf
-    }
-
-    pc2_Partial part;
-    if (m > 0) part = pc2_leaf(xyz, keys, base, a, len, m, pairwise_zero, tie_mode);
-    for (int d = depth - 1; d >= 0; --d) {
-        const int split = node_split[d];
-        const bool left = a < split;
-        const int slot = offsets[c] + split / PC2_TABLE_CHUNK;
-        pc2_store_partial(&slots[2 * (long long)slot + (left ? 0 : 1)], part);
+    for (int d = 0; (1 << d) < leaves; ++d) {
+        const int group = leaf >> d;  // this thread's partial covers leaves group << d ...
+        const bool left = (group & 1) == 0;
+        const int split = (left ? group + 1 : group) << d;
+        if (left && split >= leaves) continue;  // no right sibling: goes up unchanged
+        const long long slot = offsets[c] + split;
+        slots[2 * slot + (left ? 0 : 1)] = part;
         __threadfence();
         if (atomicExch(&flags[slot], generation) != generation) return;  // sibling not done
         __threadfence();
-        const pc2_Partial other = pc2_load_partial(&slots[2 * (long long)slot + (left ? 1 : 0)]);
+        const pc2_Partial other = pc2_load_partial(&slots[2 * slot + (left ? 1 : 0)]);
         part = left ? pc2_combine(part, other) : pc2_combine(other, part);
-        a = node_a[d];
     }
 
-    // Root: the copied first element, then the rest (sum = x0 + pairwise(rest)).
-    double x0[3];
-    pc2_load_xyz(xyz, keys, first, x0);
-    pc2_Partial total;
-#pragma unroll
-    for (int j = 0; j < 3; ++j) {
-        total.sum[j] = x0[j];
-        total.lo[j] = total.hi[j] = x0[j];
-        total.plo[j] = pc2_tie_key(x0[j], 0, tie_mode, true);
-        total.phi[j] = pc2_tie_key(x0[j], 0, tie_mode, false);
-    }
-    if (m > 0) total = pc2_combine(total, part);
     unsigned* row = table + 11 * (long long)c;
-    sums[3 * c] = total.sum[0];  // the float64 sums too (tests compare them with NumPy's)
-    sums[3 * c + 1] = total.sum[1];
-    sums[3 * c + 2] = total.sum[2];
+    sums[3 * c] = part.sum[0];  // the float64 sums too (tests compare them with the CPU's)
+    sums[3 * c + 1] = part.sum[1];
+    sums[3 * c + 2] = part.sum[2];
     row[0] = (unsigned)c;
     row[1] = (unsigned)size;
 #pragma unroll
     for (int j = 0; j < 3; ++j) {
-        row[2 + j] = pc2_f64_to_f32(total.sum[j] / (double)size);
-        row[5 + j] = pc2_f64_to_f32(total.lo[j]);
-        row[8 + j] = pc2_f64_to_f32(total.hi[j]);
+        row[2 + j] = pc2_f64_to_f32(part.sum[j] / (double)size);
+        row[5 + j] = pc2_f64_to_f32(part.lo[j]);
+        row[8 + j] = pc2_f64_to_f32(part.hi[j]);
     }
     // The sizes given must be the label counts: first and last of each range carry the label,
     // and the unlabelled points (sorted first) end right before cluster 0.
@@ -510,11 +382,10 @@ __device__ void pc2_table_impl(const unsigned long long* __restrict__ keys,
 
 #define PC2_TABLE_ARGS(C)                                                                      \
     const unsigned long long *keys, const C *xyz, int num_clusters, const int *starts,        \
-        const int *offsets, pc2_Partial *slots, int *flags, int generation,                   \
-        double pairwise_zero, int tie_mode, unsigned *table, double *sums, int *err
-#define PC2_TABLE_CALL                                                                         \
-    keys, xyz, num_clusters, starts, offsets, slots, flags, generation, pairwise_zero, tie_mode, \
-        table, sums, err
+        const int *offsets, pc2_Partial *slots, int *flags, int generation, unsigned *table,  \
+        double *sums, int *err
+#define PC2_TABLE_CALL \
+    keys, xyz, num_clusters, starts, offsets, slots, flags, generation, table, sums, err
 
 extern "C" __global__ void pc2_table_f32(PC2_TABLE_ARGS(unsigned)) {
     pc2_table_impl<unsigned>(PC2_TABLE_CALL);

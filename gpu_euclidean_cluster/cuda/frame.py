@@ -1,11 +1,11 @@
-"""The node's frame on the GPU: PointCloud2 bytes in, labelled payload and cluster table out, bit
-for bit what the NumPy path of ``FrameProcessor.process`` (``ros/frame_processor.py``) produces.
+"""The frame codec on the GPU: PointCloud2 bytes in, labelled cloud and cluster table out, bit for
+bit what the CPU twin (``cpu/frame.py``) produces.
 
-    >>> pipeline = GpuFramePipeline(device_id)
-    >>> frame = pipeline.decode(cloud, FrameWindow(max_range=40.0, max_coordinate=1e6))
+    >>> codec = CudaFrameCodec(device_id)
+    >>> frame = codec.decode(cloud, FrameWindow(max_range=40.0))
     >>> result = clusterer.cluster(frame.points, mask=frame.mask)  # CuPy in, CuPy labels out
-    >>> encoded = pipeline.encode(result.labels, result.cluster_sizes)
-    >>> labeled = pipeline.output_cloud(encoded.payload)  # == append_fields(cloud, {...})
+    >>> encoded = codec.encode(result.labels, result.cluster_sizes)
+    >>> encoded.labeled  # == append_fields(cloud, {"cluster_id": ..., "rgb": ...})
 
 Per frame: the raw payload is copied once into a reused pinned staging buffer and once to the
 device; x/y/z decoding, the plausibility and window mask and the ``use_height=false`` flattening
@@ -23,30 +23,26 @@ How the bytes come out identical (no tolerances anywhere):
   done on the bits as x86 does them (CuPy compiles with ``-ftz=true``, which would flush
   subnormal float32 values; the GPU's ``cvt`` would also lose NaN payloads).
 * **Mask**: plausibility (every ``|coordinate| <= max_coordinate``) and the window of
-  ``clip_mask`` are defined in float64 on the CPU side: ``x*x + y*y`` against ``min_range**2``
-  and ``max_range**2``, ``z`` against ``min_z``/``max_z``. The kernel does the same double
-  operations, each rounded once (``__dmul_rn``, ``__dadd_rn``, no FMA).
+  ``clip_mask`` (``cpu/frame.py``) are defined in float64: ``x*x + y*y`` against
+  ``min_range**2`` and ``max_range**2``, ``z`` against ``min_z``/``max_z``. The kernel does the
+  same double operations, each rounded once (``__dmul_rn``, ``__dadd_rn``, no FMA).
 * **Payload**: ``append_fields``' layout (:func:`output_layout`) and ``cluster_rgb``'s HSV
   formula evaluated in float64 with the same operations.
-* **Cluster table**: ``cluster_table`` sorts the points stably by label and reduces with
-  ``np.add/minimum/maximum.reduceat``. The kernel sorts ``(label + 1) << 32 | index`` keys (the
-  stable order), sums each cluster as NumPy does (first element, then NumPy's pairwise sum of
-  the rest: leaves of <= 128 elements with 8 accumulators, split points at n/2 rounded down to a
-  multiple of 8), and settles +0/-0 ties of the minimum/maximum as NumPy's unrolled loops do.
-  :func:`detect_numpy_reductions` probes once which variant this NumPy uses.
+* **Cluster table**: the package's own arithmetic (``cluster_stats.cluster_table``): the kernel
+  sorts ``(label + 1) << 32 | index`` keys (index order within a cluster), sums leaves of
+  ``SUM_LEAF`` points left to right, one thread each, then adds the leaf sums pairwise up a
+  tree; minimum and maximum order -0 below +0.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..core.cluster_stats import CLUSTER_DTYPE
+from ..core.cluster_stats import CLUSTER_DTYPE, SUM_LEAF
+from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow
 from ..pointcloud_io.pointcloud2 import (
     DATATYPES,
     FLOAT32,
@@ -59,69 +55,18 @@ from ..pointcloud_io.pointcloud2 import (
     check_layout,
 )
 
-log = logging.getLogger(__name__)
-
-KERNEL_DIR = Path(__file__).with_name("kernels")
-#: Compiled together, in this order, into this module's own RawModule.
-SOURCES = ("common.cuh", "pointcloud2.cu")
-NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
-
 #: Threads per block of the element-wise kernels and of the cluster-table kernel.
 THREADS = 256
 TABLE_THREADS = 128
-
-#: NumPy's pairwise-summation block and the positions each cluster-table thread starts from
-#: (``PC2_PW_BLOCK`` and ``PC2_TABLE_CHUNK`` in pointcloud2.cu).
-PAIRWISE_BLOCK = 128
-TABLE_CHUNK = 64
-#: Bytes of one ``pc2_Partial`` (9 doubles, 6 ints).
-PARTIAL_BYTES = 96
+#: Bytes of one ``pc2_Partial`` (9 doubles).
+PARTIAL_BYTES = 72
 
 #: Fields replaced in the labelled cloud, in the order they are appended.
 OUTPUT_COLUMNS = ("cluster_id", "rgb")
 
-#: How ``np.minimum/np.maximum`` settle a tie between +0 and -0 (``tie_mode`` of the kernel):
-#: 0: the second operand of each step wins (x86 SSE minsd/maxsd: NumPy's C loops on x86),
-#: 1: the first operand wins (C ``a <= b ? a : b``: NumPy's Highway loops),
-#: 2: -0 < +0 (IEEE 754-2019 minimum/maximum: aarch64 fmin/fmax).
-TIE_MODES = (0, 1, 2)
-
 _H2D = 1  # cudaMemcpyHostToDevice
 _D2H = 2  # cudaMemcpyDeviceToHost
 _STATUS_WORDS = 2  # [error flags of encode, implausible points of decode]
-
-
-# ---------------------------------------------------------------------------------------------
-# What the decode kernel masks
-
-
-@dataclass(frozen=True)
-class FrameWindow:
-    """The points a frame clusters: plausible ones inside a range and height window.
-
-    The defaults exclude nothing but non-finite points. ``ros/frame_processor.py`` builds one from
-    the node's settings; its ``clip_mask`` and plausibility test define the semantics.
-
-    Attributes:
-        min_range, max_range: horizontal distance window (m, inclusive), compared squared in
-            float64 (:meth:`range_bounds_sq`); ``min_range`` >= 0.
-        min_z, max_z: height window (m, inclusive), compared in float64.
-        max_coordinate: a point with any ``|coordinate|`` above it (float64) is implausible:
-            not clustered, and counted when it is finite.
-        use_height: cluster on x, y, z (True) or with z set to +0 where finite (False).
-    """
-
-    min_range: float = 0.0
-    max_range: float = float("inf")
-    min_z: float = float("-inf")
-    max_z: float = float("inf")
-    max_coordinate: float = float("inf")
-    use_height: bool = True
-
-    def range_bounds_sq(self) -> tuple[float, float]:
-        """``(min_range**2, max_range**2)`` as Python floats (a square beyond float64 is inf)."""
-        low, high = float(self.min_range), float(self.max_range)
-        return low * low, high * high
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,10 +178,8 @@ def output_layout(cloud: RawCloud) -> OutputLayout:
 
 
 def cluster_threads(sizes: np.ndarray) -> np.ndarray:
-    """Threads of the cluster-table kernel per cluster: 1 when the points after the first fit one
-    pairwise-summation block, else one per 64 of them."""
-    rest = np.asarray(sizes, dtype=np.int64) - 1
-    return np.where(rest <= PAIRWISE_BLOCK, 1, -(-rest // TABLE_CHUNK))
+    """Threads of the cluster-table kernel per cluster: one per leaf of ``SUM_LEAF`` points."""
+    return -(-np.asarray(sizes, dtype=np.int64) // SUM_LEAF)
 
 
 def _packed_float32_offset(cloud: RawCloud) -> int | None:
@@ -256,107 +199,7 @@ def _align(offset: int, size: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# How this NumPy reduces what cluster_table reduces
-
-
-@dataclass(frozen=True)
-class NumpyReductions:
-    """The details of NumPy's reductions that the cluster-table kernel follows.
-
-    Attributes:
-        pairwise_zero: the value NumPy's pairwise sum of fewer than 8 elements starts from
-            (-0.0 in NumPy 2, +0.0 before; it decides the sign of an all-zero sum).
-        tie_mode: how ``np.minimum/np.maximum.reduceat`` over an (N, 3) array settle +0 against
-            -0 (:data:`TIE_MODES`).
-        minmax_modelled: one of the tie modes reproduced every probe.
-    """
-
-    pairwise_zero: float
-    tie_mode: int
-    minmax_modelled: bool
-
-
-def minmax_priority(m: int) -> np.ndarray:
-    """``pc2_minmax_priority`` for a reduction over 1 + m elements (the copied first one first):
-    among equal extremes (+0 and -0), NumPy's unrolled minimum/maximum returns the element of
-    highest priority."""
-    r = np.arange(m)
-    blocks = m // 8
-    rest = np.where(r < 8 * blocks, 1 + (r % 8) * blocks + r // 8, 1 + r)
-    return np.concatenate(([0], rest))
-
-
-def priority_extreme(values: np.ndarray, minimum: bool, tie_mode: int = 0) -> float:
-    """The element of ``values`` (one cluster's coordinates in index order) the kernel picks
-    for the minimum (or maximum) under ``tie_mode``."""
-    extreme = values.min() if minimum else values.max()
-    tied = np.flatnonzero(values == extreme)
-    if tie_mode == 2:
-        if extreme != 0:
-            return float(extreme)
-        negative = np.signbit(values[tied])
-        return -0.0 if (negative.any() if minimum else negative.all()) else 0.0
-    priority = minmax_priority(len(values) - 1)[tied]
-    return float(values[tied[np.argmax(priority) if tie_mode == 0 else np.argmin(priority)]])
-
-
-@cache
-def detect_numpy_reductions() -> NumpyReductions:
-    """Probe how this NumPy reduces (N, 3) float64 arrays as ``cluster_table`` does (logs a
-    warning when no tie mode reproduces its minimum/maximum of signed zeros)."""
-    zero = float(np.add.reduceat(np.full((2, 3), -0.0), [0], axis=0)[0, 0])
-    rng = np.random.default_rng(0)
-    matching = set(TIE_MODES)
-    for size in (2, 3, 8, 9, 16, 17, 40, 77, 130):
-        values = np.where(rng.random((size, 3)) < 0.5, -0.0, 0.0)
-        values[rng.random((size, 3)) < 0.1] = 1.0
-        for minimum, ufunc in ((True, np.minimum), (False, np.maximum)):
-            got = ufunc.reduceat(values, [0], axis=0)[0]
-            for mode in list(matching):
-                want = [priority_extreme(values[:, k], minimum, mode) for k in range(3)]
-                if not np.array_equal(np.signbit(got), np.signbit(want)):
-                    matching.discard(mode)
-    if not matching:
-        log.warning(
-            "np.minimum/np.maximum settle +0 against -0 in none of the modelled ways: a cluster "
-            "box whose bound is zero may differ from the CPU's in the sign of that zero"
-        )
-    return NumpyReductions(zero, min(matching, default=0), bool(matching))
-
-
-# ---------------------------------------------------------------------------------------------
-# The GPU pipeline
-
-
-@dataclass(frozen=True)
-class DecodedFrame:
-    """What :meth:`GpuFramePipeline.decode` hands to the clusterer (views of reused device
-    buffers, valid until the next ``decode``).
-
-    Attributes:
-        points: (N, 3) float32 CuPy array, z flattened to +0 where finite unless ``use_height``.
-        mask: (N,) bool CuPy array: plausible and inside the window.
-    """
-
-    points: Any
-    mask: Any
-
-
-@dataclass(frozen=True)
-class EncodedFrame:
-    """What :meth:`GpuFramePipeline.encode` returns.
-
-    Attributes:
-        payload: uint8 bytes of the labelled cloud (layout: :meth:`GpuFramePipeline.
-            output_cloud`); a view of a reused pinned buffer, valid until the next ``encode``.
-        table: (K,) :data:`~..core.cluster_stats.CLUSTER_DTYPE` rows, ``cluster_table``'s; also a
-            view of a reused pinned buffer.
-        implausible_points: finite points of the decoded frame beyond ``max_coordinate``.
-    """
-
-    payload: np.ndarray
-    table: np.ndarray
-    implausible_points: int
+# The GPU codec
 
 
 @dataclass(frozen=True)
@@ -370,46 +213,38 @@ class _Frame:
     coords: Any
 
 
-def kernel_source() -> str:
-    """``common.cuh`` of the package's kernels, then ``pointcloud2.cu``."""
-    return "\n".join((KERNEL_DIR / name).read_text() for name in SOURCES)
+#: The codec's kernels: their sources (after the package's ``common.cuh``) and the constants
+#: they are compiled with.
+KERNEL_FILES = ("common.cuh", "pointcloud2.cu")
+KERNEL_CONSTANTS = (("PC2_SUM_LEAF", SUM_LEAF),)
+KERNELS = ("pc2_decode", "pc2_encode", "pc2_table_f32", "pc2_table_f64")
 
 
-@cache
-def frame_module(device_id: int) -> Any:
-    """This module's compiled kernels for ``device_id`` (compiled once per process; CuPy also
-    caches the binary on disk)."""
-    import cupy
-
-    with cupy.cuda.Device(device_id):
-        module = cupy.RawModule(code=kernel_source(), options=NVRTC_OPTIONS)
-        module.compile()
-        return module
-
-
-class GpuFramePipeline:
+class CudaFrameCodec:
     """Decodes PointCloud2 payloads and encodes the labelled output on one CUDA device.
 
-    Buffers (device and pinned host) are kept between frames and only grow. Arrays returned by
-    :meth:`decode` and :meth:`encode` are views of them: valid until the next call of the same
-    method. Work is queued on CuPy's current stream, where the clusterer queues its own. One
-    pipeline serves one thread.
+    Buffers (device and pinned host) are kept between frames and only grow. The frame returned
+    by :meth:`decode` is a view of them, valid until the next ``decode``; :meth:`encode`'s
+    labelled cloud is one too unless it is asked for a copy. Work is queued on CuPy's current
+    stream, where the clusterer queues its own. One codec serves one thread.
     """
 
+    #: Points of the cloud the frame layer runs once at start-up: a full HDL-64E sweep, so the
+    #: memory pool already holds frame-sized blocks when the first frame arrives.
+    warm_up_points = 131072
+
     def __init__(self, device_id: int = 0) -> None:
-        """Compile the kernels (once per device and process) and probe NumPy's reductions."""
+        """Fetch the kernels (compiled once per device and process)."""
         import cupy
+
+        from .module import KernelSource, get_kernel
 
         self._cp = cupy
         self.device_id = device_id
         self._device = cupy.cuda.Device(device_id)
-        self.reductions = detect_numpy_reductions()
+        source = KernelSource("pointcloud2", KERNEL_FILES, KERNEL_CONSTANTS)
         with self._device:
-            module = frame_module(device_id)
-            self._kernels = {
-                name: module.get_function(name)
-                for name in ("pc2_decode", "pc2_encode", "pc2_table_f32", "pc2_table_f64")
-            }
+            self._kernels = {name: get_kernel(source, name, device_id) for name in KERNELS}
             self._input_done = cupy.cuda.Event(block=False, disable_timing=True)
         self._device_buffers: dict[str, Any] = {}
         self._pinned_buffers: dict[str, np.ndarray] = {}
@@ -417,14 +252,13 @@ class GpuFramePipeline:
         self._frame: _Frame | None = None
         self._clusters = 0
 
-    def decode(self, cloud: RawCloud, window: FrameWindow | None = None) -> DecodedFrame:
+    def decode(self, cloud: RawCloud, window: FrameWindow) -> DecodedFrame:
         """Copy ``cloud.data`` to the device and decode it for clustering.
 
         Raises:
             PointCloud2Error: the cloud cannot be decoded (as ``read_xyz`` raises).
         """
         cupy = self._cp
-        window = window or FrameWindow()
         plan = plan_xyz(cloud)
         layout = output_layout(cloud)
         n = plan.num_points
@@ -491,18 +325,19 @@ class GpuFramePipeline:
             self._frame = _Frame(plan, layout, bool(cloud.is_dense), raw, coords)
             return DecodedFrame(points.reshape(n, 3), mask)
 
-    def encode(self, labels: Any, sizes: Any) -> EncodedFrame:
-        """The labelled payload, cluster table and implausible count of the last decoded frame.
+    def encode(self, labels: Any, sizes: Any, copy: bool = True) -> EncodedFrame:
+        """The labelled cloud, cluster table and implausible count of the last decoded frame.
 
         Args:
             labels: (N,) int labels (CuPy, or NumPy), -1 for points in no kept cluster.
             sizes: (K,) host array, ``sizes[k]`` points labelled k (``ClusterResult.
                 cluster_sizes``).
+            copy: copy the labelled payload out of the pinned buffer the next ``encode`` reuses
+                (about 0.3 ms for 120 k points); False hands out a view of it, valid until then.
 
         Returns:
-            The bytes of ``append_fields(cloud, {"cluster_id": labels, "rgb": pack_rgb(
-            cluster_rgb(labels))})`` and ``cluster_table(read_xyz(cloud), labels, K)``, both
-            views of pinned buffers valid until the next ``encode``.
+            ``append_fields(cloud, {"cluster_id": labels, "rgb": pack_rgb(cluster_rgb(
+            labels))})`` and ``cluster_table(read_xyz(cloud), labels, K)`` (a copy).
 
         Raises:
             ValueError: labels or sizes of the wrong shape, labels below -1, or sizes that are
@@ -578,18 +413,16 @@ class GpuFramePipeline:
                 raise ValueError("labels below -1 (only -1 marks points in no cluster)")
             if flags_set:
                 raise ValueError(f"labels do not number exactly {k} non-empty clusters")
+            payload = payload_host[:out_bytes]
             return EncodedFrame(
-                payload=payload_host[:out_bytes],
-                table=table_host[:table_words].view(CLUSTER_DTYPE),
+                labeled=self._output_cloud(frame, payload.copy() if copy else payload),
+                table=table_host[:table_words].view(CLUSTER_DTYPE).copy(),
                 implausible_points=int(status_host[1]),
             )
 
-    def output_cloud(self, payload: np.ndarray) -> RawCloud:
-        """The labelled cloud of the last decoded frame with ``payload`` as its data (the layout
+    def _output_cloud(self, frame: _Frame, payload: np.ndarray) -> RawCloud:
+        """The labelled cloud of ``frame`` with ``payload`` as its data (the layout
         ``append_fields`` gives it)."""
-        frame = self._frame
-        if frame is None:
-            raise RuntimeError("output_cloud() needs a decode() first")
         plan = frame.plan
         return RawCloud(
             fields=frame.layout.fields,
@@ -613,7 +446,7 @@ class GpuFramePipeline:
     # -- steps and buffers -------------------------------------------------------------------
 
     def _table(self, frame: _Frame, sizes: np.ndarray, keys: Any, err: Any, stream: Any) -> None:
-        """Queue the cluster table: sort the keys, then one thread per <= 64-element leaf."""
+        """Queue the cluster table: sort the keys, then one thread per leaf of the sums' tree."""
         cupy = self._cp
         k = int(sizes.shape[0])
         n = frame.plan.num_points
@@ -647,8 +480,6 @@ class GpuFramePipeline:
                 slots,
                 flags,
                 np.int32(self._generation),
-                np.float64(self.reductions.pairwise_zero),
-                np.int32(self.reductions.tie_mode),
                 self._buffer("table", 11 * k, np.uint32),
                 self._buffer("sums", 3 * k, np.float64),
                 err,

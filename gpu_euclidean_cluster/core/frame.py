@@ -1,0 +1,86 @@
+"""What a frame codec hands around: the window a frame clusters, decoded and encoded frames.
+
+The frame layer (``gpu_euclidean_cluster/frame/``) runs one PointCloud2 frame through a backend's
+frame codec (``cpu/frame.py`` or ``cuda/frame.py``, twins with the same interface): ``decode``
+onto the backend's device, then stages, clustering and ``encode``. These are the types both
+twins take and return; the CPU twin's ``cluster_mask`` defines the window's semantics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: Default plausibility limit of a coordinate (m): no LiDAR sees a kilometre, let alone 1000.
+MAX_COORDINATE = 1e6
+
+
+@dataclass(frozen=True)
+class FrameWindow:
+    """The points a frame clusters: plausible ones inside a range and height window.
+
+    The defaults exclude nothing but non-finite points and points beyond
+    :data:`MAX_COORDINATE`.
+
+    Attributes:
+        min_range, max_range: horizontal distance window (m, inclusive), compared squared in
+            float64 (:meth:`range_bounds_sq`); ``min_range`` >= 0.
+        min_z, max_z: height window (m, inclusive), compared in float64.
+        max_coordinate: a point with any ``|coordinate|`` above it (float64) is implausible:
+            not clustered, and counted when it is finite.
+        use_height: cluster on x, y, z (True) or with z set to +0 where finite (False).
+    """
+
+    min_range: float = 0.0
+    max_range: float = math.inf
+    min_z: float = -math.inf
+    max_z: float = math.inf
+    max_coordinate: float = MAX_COORDINATE
+    use_height: bool = True
+
+    @property
+    def clips(self) -> bool:
+        """True when the range or height window excludes any point."""
+        return (
+            self.min_range > 0.0
+            or self.max_range < math.inf
+            or self.min_z > -math.inf
+            or self.max_z < math.inf
+        )
+
+    def range_bounds_sq(self) -> tuple[float, float]:
+        """``(min_range**2, max_range**2)`` as Python floats (a square beyond float64 is inf)."""
+        low, high = float(self.min_range), float(self.max_range)
+        return low * low, high * high
+
+
+@dataclass(frozen=True)
+class DecodedFrame:
+    """A decoded frame on the backend's device, as stages and the clusterer take it.
+
+    Attributes:
+        points: (N, 3) coordinates (NumPy or CuPy), z flattened to +0 where finite unless the
+            window's ``use_height``.
+        mask: (N,) bool: plausible and inside the window; stages may clear more points.
+    """
+
+    points: Any
+    mask: Any
+
+
+@dataclass(frozen=True)
+class EncodedFrame:
+    """What a codec's ``encode`` returns for the last decoded frame.
+
+    Attributes:
+        labeled: the input cloud with ``cluster_id`` (int32) and ``rgb`` (packed float32)
+            appended (a ``pointcloud_io.pointcloud2.RawCloud``).
+        table: (K,) rows of ``core.cluster_stats.CLUSTER_DTYPE``, a NumPy array of its own.
+        implausible_points: finite points not clustered because a coordinate exceeded the
+            window's ``max_coordinate``.
+    """
+
+    labeled: Any
+    table: Any
+    implausible_points: int
