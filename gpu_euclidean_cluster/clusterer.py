@@ -24,6 +24,7 @@ from .core.device import DeviceInfo, MemoryPeak
 from .core.numbering import array_module
 from .core.result import ClusterResult, Labelling
 from .core.timing import StageClock
+from .core.work import WorkEstimate, WorkTooLargeError, examined_pairs, needs_estimate
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,10 @@ class Backend(Protocol):
     def measure_peak_memory(self, call: Callable[[], Any]) -> MemoryPeak | None:
         """Run ``call`` once from an empty pool and measure its device memory; None where the
         backend has no device memory to measure (``call`` is not run then)."""
+
+    def pairs_per_second(self, method: str, search: str) -> float:
+        """Point pairs the neighbour search of ``method`` examines per second here (measured on
+        real frames, rounded down), for ``core.work``'s estimates."""
 
     def frame_codec(self) -> Any:
         """A new PointCloud2 frame codec on this backend's device (``decode``/``encode``, the
@@ -163,6 +168,10 @@ class EuclideanClusterer:
                 valid &= device_mask
             valid_index = xp.flatnonzero(valid)
             compact = device_points[valid_index]
+            if config.max_work_s is not None and needs_estimate(config.method, config.search):
+                estimate = estimate_work(self.backend, compact, config)
+                if estimate.seconds > config.max_work_s:
+                    raise WorkTooLargeError(estimate, config.max_work_s)
         labelling = self.backend.label(compact, config, clock)
         with clock("filter"):
             valid_labels, sizes, num_components = self.backend.number_clusters(
@@ -187,6 +196,13 @@ class EuclideanClusterer:
             num_labels_after_initial=labelling.num_labels_after_initial,
             peak_bytes=labelling.peak_bytes,
         )
+
+
+def estimate_work(backend: Backend, points: Any, config: ClusterConfig) -> WorkEstimate:
+    """The neighbour search's work for finite ``points`` with ``config`` on ``backend``."""
+    pairs = examined_pairs(points, config.d_th, config.search)
+    rate = backend.pairs_per_second(config.method, config.search)
+    return WorkEstimate(config.method, config.search, backend.name, pairs, pairs / rate)
 
 
 def euclidean_cluster(

@@ -12,6 +12,7 @@ real frames and odd layouts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any

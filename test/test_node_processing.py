@@ -57,7 +57,7 @@ class _OutOfMemoryGpu(CpuBackend):
 
 def test_defaults_are_the_library_defaults():
     assert settings_from_values(DEFAULTS) == NodeSettings()
-    assert NodeSettings().cluster == ClusterConfig()
+    assert NodeSettings().cluster == ClusterConfig(max_work_s=1.0)
     assert not NodeSettings().window.clips
     assert NodeSettings().window == FrameWindow()
 

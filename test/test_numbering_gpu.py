@@ -21,12 +21,10 @@ UNLIMITED = 2**31 - 1
 def _gpu(ids: np.ndarray, min_size: int, max_size: int):
     import cupy
 
-    from gpu_euclidean_cluster.core.config import DEFAULT_MATRIX_BLOCK
-    from gpu_euclidean_cluster.cuda.module import kernel_module
     from gpu_euclidean_cluster.cuda.numbering import canonical_labels_gpu
 
-    module = kernel_module(0, DEFAULT_MATRIX_BLOCK)
-    return canonical_labels_gpu(module, cupy.asarray(ids), min_size, max_size)
+    with cupy.cuda.Device(0):
+        return canonical_labels_gpu(0, cupy.asarray(ids), min_size, max_size)
 
 
 def _check(ids: np.ndarray, min_size: int = 1, max_size: int = UNLIMITED) -> None:
@@ -117,14 +115,11 @@ def test_int64_ids_and_repeated_calls():
 def test_real_frame_components(load_frame):
     import cupy
 
-    from gpu_euclidean_cluster.core.config import DEFAULT_MATRIX_BLOCK
-    from gpu_euclidean_cluster.cuda.module import kernel_module
     from gpu_euclidean_cluster.cuda.union_find import label_union_find
 
     points = cupy.asarray(load_frame("kitti_000001.bin"))
-    module = kernel_module(0, DEFAULT_MATRIX_BLOCK)
     for d_th in (0.3, 0.5, 1.0):
-        ids = label_union_find(module, points, d_th, "range").components.get()
+        ids = label_union_find(0, points, d_th, "range").components.get()
         for min_size, max_size in ((1, UNLIMITED), (10, 5000)):
             _check(ids, min_size, max_size)
 
@@ -214,19 +209,16 @@ def benchmark(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
     import cupy
 
     from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
-    from gpu_euclidean_cluster.core.config import DEFAULT_MATRIX_BLOCK
-    from gpu_euclidean_cluster.cuda.module import kernel_module
     from gpu_euclidean_cluster.cuda.numbering import canonical_labels_gpu
     from gpu_euclidean_cluster.cuda.union_find import label_union_find
 
     path = Path(os.environ.get("LIDAR_DATA_DIR", "../shared/data")) / frame
     raw = np.fromfile(path, dtype=np.float32).reshape(-1, FRAME_FIELDS[frame])[:, :3]
     points = cupy.asarray(np.ascontiguousarray(raw))
-    module = kernel_module(0, DEFAULT_MATRIX_BLOCK)
-    ids = label_union_find(module, points, d_th, "range").components
+    ids = label_union_find(0, points, d_th, "range").components
     legacy = cupy.RawModule(code=_LEGACY_SOURCE)
     for min_size, max_size in ((1, UNLIMITED), (10, 5000)):
-        new = canonical_labels_gpu(module, ids, min_size, max_size)
+        new = canonical_labels_gpu(0, ids, min_size, max_size)
         old = _legacy(legacy, ids, min_size, max_size)
         ref = canonical_labels(ids.get(), min_size, max_size)
         same = (
@@ -235,7 +227,7 @@ def benchmark(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
             and new[2] == ref[2]
             and np.array_equal(old[0].get(), ref[0])
         )
-        t_new = _time(lambda m=min_size, x=max_size: canonical_labels_gpu(module, ids, m, x), reps)
+        t_new = _time(lambda m=min_size, x=max_size: canonical_labels_gpu(0, ids, m, x), reps)
         t_old = _time(lambda m=min_size, x=max_size: _legacy(legacy, ids, m, x), reps)
         print(
             f"{frame} d_th={d_th} N={ids.shape[0]} K={new[2]} filter=[{min_size},{max_size}] "
@@ -250,7 +242,7 @@ def benchmark(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
         + ", ".join(f"{k}={np.median([s[k] for s in stages]):.3f}" for k in stages[0])
     )
     singles = cupy.asarray(np.random.default_rng(0).permutation(ids.shape[0]).astype(np.int32))
-    t_new = _time(lambda: canonical_labels_gpu(module, singles, 1, UNLIMITED), reps // 4)
+    t_new = _time(lambda: canonical_labels_gpu(0, singles, 1, UNLIMITED), reps // 4)
     t_old = _time(lambda: _legacy(legacy, singles, 1, UNLIMITED), reps // 4)
     print(f"all singletons N={ids.shape[0]}: old {t_old[0]:.3f} ms, new {t_new[0]:.3f} ms wall")
 
@@ -265,9 +257,8 @@ def breakdown(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
     import cupy
 
     from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
-    from gpu_euclidean_cluster.core.config import DEFAULT_MATRIX_BLOCK
     from gpu_euclidean_cluster.cuda import numbering
-    from gpu_euclidean_cluster.cuda.module import THREADS, blocks, kernel_module
+    from gpu_euclidean_cluster.cuda.module import CLUSTERING, THREADS, blocks, get_kernel
     from gpu_euclidean_cluster.cuda.union_find import label_union_find
 
     path = Path(os.environ.get("LIDAR_DATA_DIR", "../shared/data")) / frame
@@ -293,21 +284,21 @@ def breakdown(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
         f"number_clusters inside it {np.median(inner[20:]):.3f} ms"
     )
     n = host.shape[0]
-    module = kernel_module(0, DEFAULT_MATRIX_BLOCK)
-    ids = label_union_find(module, cupy.asarray(host), d_th, "range").components
+    ids = label_union_find(0, cupy.asarray(host), d_th, "range").components
     valid_index = cupy.arange(n, dtype=cupy.int64)
-    labels = numbering.canonical_labels_gpu(module, ids, 1, UNLIMITED)[0]
+    labels = numbering.canonical_labels_gpu(0, ids, 1, UNLIMITED)[0]
 
     def scatter():
         full = cupy.full(n, -1, dtype=cupy.int32)
         full[valid_index] = labels
 
     print(f"clusterer's full + scatter: {_time(scatter, reps)[0]:.3f} ms wall")
-    kernels = numbering._kernels(module)
+    stats = get_kernel(CLUSTERING, "numbering_stats", 0)
+    gather = get_kernel(CLUSTERING, "numbering_gather", 0)
     stream = cupy.cuda.get_current_stream()
     work = cupy.empty(3 * n + 4096, dtype=cupy.uint64)
     out = cupy.empty(n, dtype=cupy.int32)
-    cap = min(kernels.capacity, 1 << (n - 1).bit_length())
+    cap = min(numbering.sort_capacity(0), 1 << (n - 1).bit_length())
     args = (ids, np.int32(n), work, np.int32(cap), np.int32(1), np.int32(UNLIMITED))
 
     def launches(count: int) -> float:
@@ -315,8 +306,8 @@ def breakdown(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
         start.record(stream)
         for _ in range(count):
             cupy.cuda.runtime.memsetAsync(work.data.ptr, 0, 8 * (1 + n), stream.ptr)
-            kernels.stats(((n + 1023) // 1024,), (1024,), args, shared_mem=8 * cap)
-            kernels.gather(blocks(n), (THREADS,), (ids, np.int32(n), work, out))
+            stats(((n + 1023) // 1024,), (1024,), args, shared_mem=8 * cap)
+            gather(blocks(n), (THREADS,), (ids, np.int32(n), work, out))
         stop.record(stream)
         stop.synchronize()
         return cupy.cuda.get_elapsed_time(start, stop) / count
@@ -336,8 +327,8 @@ def breakdown(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
     start.record(stream)
     for _ in range(100):
         cupy.cuda.runtime.memsetAsync(work.data.ptr, 0, 8 * (1 + n), stream.ptr)
-        kernels.stats(((n + 1023) // 1024,), (1024,), args, shared_mem=8 * cap)
-        kernels.gather(blocks(n), (THREADS,), (ids, np.int32(n), work, out))
+        stats(((n + 1023) // 1024,), (1024,), args, shared_mem=8 * cap)
+        gather(blocks(n), (THREADS,), (ids, np.int32(n), work, out))
     stop.record(stream)
     stop.synchronize()
     print(f"device time per call (queued): {cupy.cuda.get_elapsed_time(start, stop) / 100:.4f} ms")

@@ -264,13 +264,55 @@ def test_bad_remap_and_rate(tmp_path, capsys):
     assert status == 2 and "cannot remap /other" in err
 
 
-def test_start_past_the_end_and_loop_over_one_instant(tmp_path, capsys):
+def test_start_past_the_end(tmp_path, capsys):
     path = bag_path(tmp_path, "ros1")
     write_bag(path, "ros1", {"/points_raw": make_frames([])})  # a single message
     status, err = run_cli([str(path), "--start", "5"], capsys)
     assert status == 2 and "--start 5.0 s is past the end of the bag" in err
-    status, err = run_cli([str(path), "--loop"], capsys)
-    assert status == 2 and "--loop needs messages spanning some time" in err
+    status, err = run_cli([str(path), "--repeat", "0"], capsys)
+    assert status == 2 and "--repeat must be an integer >= 1" in err
+    status, err = run_cli([str(path), "--rate-hz", "-1"], capsys)
+    assert status == 2 and "--rate-hz must be a positive number" in err
+
+
+@pytest.mark.parametrize(("rate_hz", "period_s"), [(None, 0.1), (20.0, 0.05)])
+def test_one_frame_bag_repeats_at_a_fixed_rate(tmp_path, rate_hz, period_s):
+    frames = make_frames([])  # a single message: no timing of its own
+    path = bag_path(tmp_path, "mcap")
+    write_bag(path, "mcap", {"/points_raw": frames})
+    recorder = Recorder(["/points_raw"])
+    try:
+        options = replay.ReplayOptions(
+            bag=path, repeat=6, rate_hz=rate_hz, wait_for_subscribers_s=5.0, progress=False
+        )
+        stats = play_into(recorder, options, 6)
+        assert recorder.wait_for("/points_raw", 6, 5.0)
+        times = recorder.received["/points_raw"].times
+        payloads = [bytes(decode_cdr(raw).data) for raw in recorder.received["/points_raw"].raw]
+    finally:
+        recorder.close()
+    assert stats.passes == 6 and stats.frames == 6 and not stats.interrupted
+    assert payloads == [frames[0].payload] * 6
+    np.testing.assert_allclose(np.diff(times), period_s, atol=TIMING_TOLERANCE_S / 2)
+
+
+def test_one_frame_bag_loops_until_stopped(tmp_path):
+    path = bag_path(tmp_path, "ros1")
+    write_bag(path, "ros1", {"/points_raw": make_frames([])})
+    recorder = Recorder(["/points_raw"])
+    stop = threading.Event()
+    options = replay.ReplayOptions(
+        bag=path, loop=True, rate_hz=50.0, wait_for_subscribers_s=5.0, progress=False
+    )
+    thread, outcome = start_replay(options, stop)
+    try:
+        assert recorder.wait_for("/points_raw", 10, 10.0)
+    finally:
+        stop.set()
+        thread.join(5)
+        recorder.close()
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["stats"].passes >= 10 and outcome["stats"].interrupted
 
 
 def test_replay_console_script_reports_errors(tmp_path, capsys):

@@ -369,19 +369,22 @@ def test_cpu_real_frames_match_pcl(frame: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def module():
-    from gpu_euclidean_cluster.core.config import DEFAULT_MATRIX_BLOCK
-    from gpu_euclidean_cluster.cuda.module import kernel_module
+def device_id() -> int:
+    """CUDA device 0, the union_find kernels compiled for it once for this module's tests."""
+    from gpu_euclidean_cluster.cuda.module import compile_source
+    from gpu_euclidean_cluster.cuda.union_find import UNION_FIND
 
-    return kernel_module(0, DEFAULT_MATRIX_BLOCK)
+    compile_source(UNION_FIND, 0)
+    return 0
 
 
-def gpu_components(module, points: np.ndarray, d_th: float, search: str):
+def gpu_components(device_id: int, points: np.ndarray, d_th: float, search: str):
     import cupy
 
     from gpu_euclidean_cluster.cuda.union_find import label_union_find
 
-    result = label_union_find(module, cupy.asarray(points), d_th, search)
+    with cupy.cuda.Device(device_id):
+        result = label_union_find(device_id, cupy.asarray(points), d_th, search)
     got = result.components.get()
     assert got.dtype == np.int32 and got.shape == (len(points),)
     assert got.size == 0 or (got.min() >= 0 and got.max() < len(points))
@@ -396,45 +399,45 @@ GPU_CLOUDS = list(CLOUDS)
 @gpu
 @pytest.mark.parametrize("search", SEARCHES)
 @pytest.mark.parametrize("name", GPU_CLOUDS)
-def test_gpu_matches_oracle(name: str, search: str, module, oracle_cache) -> None:
+def test_gpu_matches_oracle(name: str, search: str, device_id, oracle_cache) -> None:
     points, d_th, expected = _oracle(oracle_cache, name)
-    got, _ = gpu_components(module, points, d_th, search)
+    got, _ = gpu_components(device_id, points, d_th, search)
     assert np.array_equal(canonical(got), expected)
 
 
 @gpu
 @pytest.mark.parametrize("n", [0, 1, 2])
 @pytest.mark.parametrize("search", SEARCHES)
-def test_gpu_tiny_clouds(n: int, search: str, module) -> None:
+def test_gpu_tiny_clouds(n: int, search: str, device_id) -> None:
     points = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0]], dtype=np.float32)[:n]
-    near, _ = gpu_components(module, points, 0.5, search)
-    far, _ = gpu_components(module, points, 0.3, search)
+    near, _ = gpu_components(device_id, points, 0.5, search)
+    far, _ = gpu_components(device_id, points, 0.3, search)
     assert len(np.unique(near)) == min(n, 1)
     assert len(np.unique(far)) == n
 
 
 @gpu
-def test_gpu_grid_use_is_reported(module) -> None:
+def test_gpu_grid_use_is_reported(device_id) -> None:
     points, d_th = _uniform(1)
-    _, ran = gpu_components(module, points, d_th, "range")
+    _, ran = gpu_components(device_id, points, d_th, "range")
     assert ran.dense_cells_used and ran.launches == 7 and 0 < ran.num_cells <= len(points)
     points, d_th = _wide_cloud()
-    _, wide = gpu_components(module, points, d_th, "range")
+    _, wide = gpu_components(device_id, points, d_th, "range")
     assert wide.grid_attempted and not wide.dense_cells_used
     points, d_th = _subnormal_threshold()
-    _, sub = gpu_components(module, points, d_th, "range")
+    _, sub = gpu_components(device_id, points, d_th, "range")
     assert not sub.grid_attempted and not sub.dense_cells_used
-    _, es = gpu_components(module, *_uniform(1), "exhaustive")
+    _, es = gpu_components(device_id, *_uniform(1), "exhaustive")
     assert es.launches == 3 and not es.dense_cells_used
 
 
 @gpu
 @pytest.mark.parametrize("search", SEARCHES)
 @pytest.mark.parametrize("frame", list(FRAMES))
-def test_gpu_real_frames_match_pcl_and_cpu(frame: str, search: str, module) -> None:
+def test_gpu_real_frames_match_pcl_and_cpu(frame: str, search: str, device_id) -> None:
     points = load_frame(frame)
     for d_th, count in FRAMES[frame][1].items():
-        got, _ = gpu_components(module, points, d_th, search)
+        got, _ = gpu_components(device_id, points, d_th, search)
         assert len(np.unique(got)) == count, d_th
         cpu = union_find_components(points, d_th)
         assert np.array_equal(canonical(got), canonical(cpu)), d_th
@@ -455,8 +458,8 @@ def _dense_cases() -> dict[str, Callable[[], tuple[np.ndarray, float]]]:
 
 @gpu
 @pytest.mark.parametrize("name", list(_dense_cases()))
-def test_gpu_dense_clouds_match_cpu(name: str, module) -> None:
+def test_gpu_dense_clouds_match_cpu(name: str, device_id) -> None:
     points, d_th = _dense_cases()[name]()
-    got, result = gpu_components(module, points, d_th, "range")
+    got, result = gpu_components(device_id, points, d_th, "range")
     assert result.dense_cells_used
     assert np.array_equal(canonical(got), canonical(union_find_components(points, d_th)))

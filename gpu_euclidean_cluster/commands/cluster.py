@@ -79,6 +79,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="larger clusters get label -1 (unlimited)",
     )
     parser.add_argument(
+        "--max-work-s", default=str(DEFAULT_CONFIG.max_work_s), metavar="S",
+        help="refuse a paper's method or exhaustive search estimated to take longer than S "
+        f"seconds; 0: no limit ({DEFAULT_CONFIG.max_work_s:g})",
+    )
+    parser.add_argument(
         "--labels-out", metavar="PATH", help="write the labels as raw int32, one per point"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -89,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     """Load, cluster, report; expected failures raise CommandError/ValueError/OSError."""
     from ..clusterer import EuclideanClusterer
     from ..core.memory import StructureTooLargeError
+    from ..core.work import WorkTooLargeError
     from ..pointcloud_io import detect_format, load_points
 
     config = config_from_args(args)
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     clusterer = EuclideanClusterer(config, backend=args.backend)
     try:
         result = clusterer.cluster(cloud.xyz)
-    except StructureTooLargeError as error:
+    except (StructureTooLargeError, WorkTooLargeError) as error:
         raise CommandError(str(error)) from None
     except MemoryError as error:
         raise CommandError(
@@ -124,6 +130,12 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     except ValueError:
         raise CommandError(f"--d-th must be a number of metres, got {args.d_th!r}") from None
     max_size = args.max_cluster_size
+    try:
+        max_work_s = float(args.max_work_s)
+    except ValueError:
+        raise CommandError(
+            f"--max-work-s must be a number of seconds, got {args.max_work_s!r}"
+        ) from None
     return ClusterConfig(
         d_th=d_th,
         method=args.method,
@@ -133,6 +145,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         max_cluster_size=(
             UNLIMITED_CLUSTER_SIZE if max_size is None else _integer(max_size, "--max-cluster-size")
         ),
+        max_work_s=None if max_work_s == 0 else max_work_s,
     )
 
 

@@ -60,6 +60,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--simulate", action="store_true", help="write simulated sweeps instead of files"
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="write the input files N times over, one frame per --rate-hz period (e.g. one file "
+        "as a 30-frame bag)",
+    )
     add_simulation_arguments(parser, frames=20)
     parser.add_argument(
         "--ring-sensor",
@@ -105,15 +113,22 @@ def cloud_points(cloud: Cloud, path: Path, ring_elevations: Sequence[float]) -> 
 
 
 def file_frames(
-    paths: Sequence[Path], fmt: str | None, ring_sensor: str, start_ns: int, period_ns: int
+    paths: Sequence[Path],
+    fmt: str | None,
+    ring_sensor: str,
+    start_ns: int,
+    period_ns: int,
+    repeat: int = 1,
 ) -> Iterator[tuple[int, np.ndarray]]:
+    """The files' points as frames ``period_ns`` apart, all files ``repeat`` times over (each
+    file is read once)."""
     from ..pointcloud_io import load_points
     from ..tools.simulation import get_sensor
 
     elevations = get_sensor(ring_sensor).elevations_deg
-    for index, path in enumerate(paths):
-        cloud = load_points(path, fmt)
-        yield start_ns + index * period_ns, cloud_points(cloud, path, elevations)
+    points = [cloud_points(load_points(path, fmt), path, elevations) for path in paths]
+    for index in range(repeat * len(points)):
+        yield start_ns + index * period_ns, points[index % len(points)]
 
 
 def simulated_frames(
@@ -135,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--rate-hz must be > 0, got {args.rate_hz}")
     if args.frames < 1:
         raise CommandError(f"--frames must be >= 1, got {args.frames}")
+    if args.repeat < 1:
+        raise CommandError(f"--repeat must be >= 1, got {args.repeat}")
+    if args.simulate and args.repeat != 1:
+        raise CommandError("--repeat repeats input files; --simulate takes --frames instead")
     storage = storage_for(args.output, args.storage)
     start_s = time.time() if args.start_time is None else args.start_time
     start_ns = round(start_s * NS_PER_S)
@@ -142,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
     if args.simulate:
         frames = simulated_frames(args.sensor, args.frames, args.seed, args.rate_hz, start_ns)
     else:
-        frames = file_frames(args.inputs, args.format, args.ring_sensor, start_ns, period_ns)
+        frames = file_frames(
+            args.inputs, args.format, args.ring_sensor, start_ns, period_ns, args.repeat
+        )
     count = write_pointcloud_bag(
         args.output, frames, storage=storage, topic=args.topic, frame_id=args.frame_id
     )

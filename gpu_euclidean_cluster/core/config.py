@@ -31,6 +31,10 @@ DEFAULT_BACKEND: BackendName = "auto"
 #: Largest cluster size that means "no upper limit" (PCL's default is INT_MAX as well).
 UNLIMITED_CLUSTER_SIZE = INT32_MAX
 
+#: Seconds of neighbour search a configuration may be estimated to take before the library
+#: refuses it (``core/work.py``): far beyond any frame rate, short of a silent minute.
+DEFAULT_MAX_WORK_S = 10.0
+
 #: Threads per block of the matrix-based method (the paper's ``b``): points merged by
 #: INITIAL_EC and labels per sub-matrix side. A multiple of 32 so a sub-matrix row is whole words.
 DEFAULT_MATRIX_BLOCK = 256
@@ -62,6 +66,11 @@ class ClusterConfig:
             adjacency list, matrices); None: half the host memory available at the time on the
             CPU, the free memory on the GPU. Over it they raise ``StructureTooLargeError``
             before allocating; ``union_find`` needs O(N) memory and ignores it.
+        max_work_s: seconds the neighbour search of a paper's method or of exhaustive search
+            may be estimated to take on the backend (point pairs examined at its measured rate,
+            ``core/work.py``); over it the run raises ``WorkTooLargeError`` before searching,
+            naming ``auto``. None: no limit. ``auto`` and ``union_find`` with range search cost
+            O(N) and are never refused.
 
     The defaults (``auto``, range search) run the fastest exact configuration measured on real
     LiDAR frames and dense clouds (see benchmarks/README.md).
@@ -75,6 +84,7 @@ class ClusterConfig:
     matrix_block: int = DEFAULT_MATRIX_BLOCK
     pointer_jumping: bool = True
     memory_budget: int | None = None
+    max_work_s: float | None = DEFAULT_MAX_WORK_S
 
     def __post_init__(self) -> None:
         for problem in config_problems(self):
@@ -120,6 +130,14 @@ def config_problems(config: ClusterConfig) -> list[str]:
     budget = config.memory_budget
     if budget is not None and (not _is_int(budget) or budget < 1):
         problems.append(f"memory_budget must be a number of bytes >= 1 or None, got {budget!r}")
+    work = config.max_work_s
+    if work is not None and (
+        isinstance(work, bool)
+        or not isinstance(work, (int, float))
+        or not math.isfinite(work)
+        or work <= 0
+    ):
+        problems.append(f"max_work_s must be a finite number of seconds > 0 or None, got {work!r}")
     if not isinstance(config.pointer_jumping, bool):
         problems.append(f"pointer_jumping must be true or false, got {config.pointer_jumping!r}")
     return problems

@@ -17,21 +17,21 @@ from collections.abc import Callable
 import cupy
 import numpy as np
 
-from .module import THREADS, blocks
+from .module import CLUSTERING, THREADS, blocks, get_kernel
 
 #: Passes queued between two reads of the change flags.
 PASSES_PER_CHECK = 8
 
 
 def _propagate(
-    module: cupy.RawModule,
+    device_id: int,
     n: int,
     one_pass: Callable[[cupy.ndarray, cupy.ndarray, np.int32], None],
     pointer_jumping: bool,
 ) -> tuple[cupy.ndarray, int]:
     labels = cupy.arange(n, dtype=cupy.int32)
     flags = cupy.empty(PASSES_PER_CHECK, dtype=cupy.int32)
-    compress_labels = module.get_function("compress_labels")
+    compress_labels = get_kernel(CLUSTERING, "compress_labels", device_id)
     iterations = 0
     while True:
         flags.fill(0)
@@ -46,17 +46,17 @@ def _propagate(
 
 
 def label_vertices(
-    module: cupy.RawModule,
+    device_id: int,
     starts: cupy.ndarray,
     neighbours: cupy.ndarray,
     n: int,
     pointer_jumping: bool,
 ) -> tuple[cupy.ndarray, int]:
     """Vertex-based CCL over the adjacency list ``(S, N)``; returns labels and passes."""
-    kernel = module.get_function("vertex_ccl")
+    kernel = get_kernel(CLUSTERING, "vertex_ccl", device_id)
     jump = np.int32(pointer_jumping)
     return _propagate(
-        module,
+        device_id,
         n,
         lambda c, flags, p: kernel(
             blocks(n), (THREADS,), (starts, neighbours, c, np.int32(n), flags, p, jump)
@@ -66,14 +66,14 @@ def label_vertices(
 
 
 def label_edges(
-    module: cupy.RawModule, edges: cupy.ndarray, n: int, pointer_jumping: bool
+    device_id: int, edges: cupy.ndarray, n: int, pointer_jumping: bool
 ) -> tuple[cupy.ndarray, int]:
     """Edge-based CCL over the ``j > i`` edge set; returns labels and passes."""
-    kernel = module.get_function("edge_ccl")
+    kernel = get_kernel(CLUSTERING, "edge_ccl", device_id)
     jump = np.int32(pointer_jumping)
     num_edges = int(edges.shape[0])
     return _propagate(
-        module,
+        device_id,
         n,
         lambda c, flags, p: kernel(
             blocks(num_edges), (THREADS,), (edges, np.int64(num_edges), c, flags, p, jump)

@@ -12,35 +12,35 @@ import numpy as np
 from ..core.memory import StructureTooLargeError
 from ..core.neighbour_rule import threshold_sq
 from ..core.units import INT32_MAX, format_bytes
-from .module import THREADS, blocks
+from .module import CLUSTERING, ES_TILE, THREADS, blocks, get_kernel
 from .voxel_grid import GpuVoxelGrid, build_voxel_grid
-
-#: Exhaustive-search tile: threads per block of the ``es_*`` kernels (ES_TILE in common.cuh).
-ES_TILE = 256
 
 
 class NeighbourSearch:
-    """Runs neighbour-search kernels over ``points`` with exhaustive or range search."""
+    """Runs neighbour-search kernels over ``points`` with exhaustive or range search.
 
-    def __init__(self, module: cupy.RawModule, points: cupy.ndarray, d_th: float, search: str):
-        self.module = module
+    ``es_*`` kernels run blocks of ``ES_TILE`` threads (the exhaustive search needs exactly its
+    tile), ``rs_*`` kernels blocks of ``THREADS``; both come from :data:`~.module.CLUSTERING`.
+    """
+
+    def __init__(self, device_id: int, points: cupy.ndarray, d_th: float, search: str):
+        self.device_id = device_id
         self.points = points
         self.n = int(points.shape[0])
         self.thr_sq = threshold_sq(d_th)
         self.grid: GpuVoxelGrid | None = (
-            build_voxel_grid(module, points, d_th) if search == "range" else None
+            build_voxel_grid(device_id, points, d_th) if search == "range" else None
         )
 
     def launch(self, name: str, *args: object) -> None:
         """Launch ``es_<name>`` or ``rs_<name>``: the search's leading arguments, then ``args``."""
         n = np.int32(self.n)
         if self.grid is None:
-            kernel = self.module.get_function(f"es_{name}")
+            kernel = get_kernel(CLUSTERING, f"es_{name}", self.device_id)
             kernel(blocks(self.n, ES_TILE), (ES_TILE,), (self.points, n, self.thr_sq, *args))
         else:
-            kernel = self.module.get_function(f"rs_{name}")
-            kernel(blocks(self.n), (THREADS,),
-                   (*self.grid.search_args(), n, self.thr_sq, *args))
+            kernel = get_kernel(CLUSTERING, f"rs_{name}", self.device_id)
+            kernel(blocks(self.n), (THREADS,), (*self.grid.search_args(), n, self.thr_sq, *args))
 
 
 def _exclusive_scan(

@@ -5,12 +5,17 @@ BUILD_MATRIX compacts the remaining labels ``R`` and fills the |R| x |R| adjacen
 then the layers of ``b x b`` sub-matrices are evaluated one by one; the first layer that merges
 anything triggers UPDATE (which rebuilds ``R``, ``C`` and ``M``) and evaluation restarts at layer 0,
 until a full sweep over the layers merges nothing. ``M`` holds one bit per entry.
+
+The method's kernels (``kernels/matrix.cu``) are compiled per block size: :func:`matrix_source`
+passes ``b`` as ``MATRIX_B``. The neighbour searches that fill ``M`` come from
+:data:`~.module.CLUSTERING`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import cupy
 import numpy as np
@@ -19,7 +24,15 @@ from ..core.neighbour_rule import threshold_sq
 from ..core.timing import StageClock
 from .graph import NeighbourSearch
 from .matrix_memory import check_matrix_memory, matrix_row_words
-from .module import THREADS, blocks
+from .module import THREADS, KernelSource, blocks, get_kernel
+
+#: ``kernels(name)``: the kernel ``name`` of the matrix source in use, on its device.
+_Kernels = Callable[[str], cupy.RawKernel]
+
+
+def matrix_source(block: int) -> KernelSource:
+    """The matrix kernels specialised for blocks of ``block`` threads (``-DMATRIX_B=block``)."""
+    return KernelSource(f"matrix_b{block}", ("common.cuh", "matrix.cu"), {"MATRIX_B": block})
 
 
 @dataclass
@@ -44,7 +57,7 @@ class _AdjacencyMatrix:
 
 
 def label_matrix(
-    module: cupy.RawModule,
+    device_id: int,
     points: cupy.ndarray,
     d_th: float,
     search: str,
@@ -52,7 +65,8 @@ def label_matrix(
     free_memory: Callable[[], int],
     clock: StageClock,
 ) -> MatrixLabelling:
-    """Algorithm 2 on finite (N, 3) float32 ``points``; ``b`` is the block size of the module.
+    """Algorithm 2 on finite (N, 3) float32 ``points`` on ``device_id`` (current), with blocks of
+    ``b`` threads (the kernels of :func:`matrix_source` ``(b)``).
 
     INITIAL_EC and BUILD_MATRIX are timed as the ``build`` stage of ``clock``, the layer sweeps
     and UPDATEs as ``label``.
@@ -62,25 +76,24 @@ def label_matrix(
             free GPU memory (checked before allocating).
     """
     n = int(points.shape[0])
+    kernels: _Kernels = partial(get_kernel, matrix_source(b), device_id=device_id)
     pool = cupy.get_default_memory_pool()
     base = pool.used_bytes()
     with clock("build"):
         labels = cupy.empty(n, dtype=cupy.int32)
-        module.get_function("initial_ec")(
-            blocks(n, b), (b,), (points, np.int32(n), threshold_sq(d_th), labels)
-        )
-        num_labels, _ = _compact(module, labels, n + 1, labels)
+        kernels("initial_ec")(blocks(n, b), (b,), (points, np.int32(n), threshold_sq(d_th), labels))
+        num_labels, _ = _compact(kernels, labels, n + 1, labels)
         check_matrix_memory(-(-num_labels // b) * b, free_memory())
         matrix = _AdjacencyMatrix(num_labels, b)
-        NeighbourSearch(module, points, d_th, search).launch(
+        NeighbourSearch(device_id, points, d_th, search).launch(
             "set_matrix", labels, matrix.bits, np.int64(matrix.words_per_row)
         )
     peak = pool.used_bytes()
     labels_after_initial = num_labels
     updates = 0
     with clock("label"):
-        while (merges := _sweep_layers(module, matrix, b)) is not None:
-            rebuilt = _update(module, labels, n, matrix, merges, b)
+        while (merges := _sweep_layers(kernels, matrix, b)) is not None:
+            rebuilt = _update(kernels, labels, n, matrix, merges, b)
             peak = max(peak, pool.used_bytes())  # old and new matrix both alive
             matrix = rebuilt
             updates += 1
@@ -88,7 +101,7 @@ def label_matrix(
 
 
 def _compact(
-    module: cupy.RawModule, values: cupy.ndarray, size: int, labels: cupy.ndarray
+    kernels: _Kernels, values: cupy.ndarray, size: int, labels: cupy.ndarray
 ) -> tuple[int, cupy.ndarray]:
     """Mark the label ids in ``values`` (all < size - 1), scan, and renumber ``labels`` to 0..k-1.
 
@@ -97,32 +110,36 @@ def _compact(
     """
     used = cupy.zeros(size, dtype=cupy.int32)
     count = int(values.shape[0])
-    module.get_function("mark_labels")(blocks(count), (THREADS,), (values, np.int32(count), used))
+    kernels("mark_labels")(blocks(count), (THREADS,), (values, np.int32(count), used))
     scanned = cupy.cumsum(used, dtype=cupy.int32) - used
     n = int(labels.shape[0])
-    module.get_function("remap_labels")(blocks(n), (THREADS,), (labels, np.int32(n), scanned))
+    kernels("remap_labels")(blocks(n), (THREADS,), (labels, np.int32(n), scanned))
     return int(scanned[-1]), scanned
 
 
-def _sweep_layers(
-    module: cupy.RawModule, matrix: _AdjacencyMatrix, b: int
-) -> cupy.ndarray | None:
+def _sweep_layers(kernels: _Kernels, matrix: _AdjacencyMatrix, b: int) -> cupy.ndarray | None:
     """Algorithm 2 lines 5-9: evaluate layers until one merges; return its R (None: no merge)."""
     merges = cupy.arange(matrix.padded, dtype=cupy.int32)
     m_d = cupy.zeros(1, dtype=cupy.int32)
     words = np.int64(matrix.words_per_row)
-    module.get_function("merge_diagonal")(
-        (matrix.num_groups,), (b,), (matrix.bits, words, merges, m_d)
-    )
+    kernels("merge_diagonal")((matrix.num_groups,), (b,), (matrix.bits, words, merges, m_d))
     if int(m_d.get()[0]):
         return merges
     padded_groups = matrix.num_groups + (matrix.num_groups % 2)
-    merge_layer = module.get_function("merge_layer")
+    merge_layer = kernels("merge_layer")
     for layer in range(1, padded_groups):
         merge_layer(
-            (padded_groups // 2,), (b,),
-            (matrix.bits, words, np.int32(matrix.num_groups), np.int32(padded_groups),
-             np.int32(layer), merges, m_d),
+            (padded_groups // 2,),
+            (b,),
+            (
+                matrix.bits,
+                words,
+                np.int32(matrix.num_groups),
+                np.int32(padded_groups),
+                np.int32(layer),
+                merges,
+                m_d,
+            ),
         )
         if int(m_d.get()[0]):
             return merges
@@ -130,7 +147,7 @@ def _sweep_layers(
 
 
 def _update(
-    module: cupy.RawModule,
+    kernels: _Kernels,
     labels: cupy.ndarray,
     n: int,
     matrix: _AdjacencyMatrix,
@@ -138,14 +155,23 @@ def _update(
     b: int,
 ) -> _AdjacencyMatrix:
     """Algorithm 6: apply the merges to C, compact R, and rebuild M over the new labels."""
-    module.get_function("remap_labels")(blocks(n), (THREADS,), (labels, np.int32(n), merges))
+    kernels("remap_labels")(blocks(n), (THREADS,), (labels, np.int32(n), merges))
     old_labels = matrix.num_labels
-    num_labels, new_index = _compact(module, merges[:old_labels], old_labels + 1, labels)
+    num_labels, new_index = _compact(kernels, merges[:old_labels], old_labels + 1, labels)
     rebuilt = _AdjacencyMatrix(num_labels, b)
     num_words = matrix.bits.shape[0]
-    module.get_function("rebuild_matrix")(
-        blocks(num_words), (THREADS,),
-        (matrix.bits, np.int64(matrix.words_per_row), np.int64(num_words), np.int32(old_labels),
-         merges, new_index, rebuilt.bits, np.int64(rebuilt.words_per_row)),
+    kernels("rebuild_matrix")(
+        blocks(num_words),
+        (THREADS,),
+        (
+            matrix.bits,
+            np.int64(matrix.words_per_row),
+            np.int64(num_words),
+            np.int32(old_labels),
+            merges,
+            new_index,
+            rebuilt.bits,
+            np.int64(rebuilt.words_per_row),
+        ),
     )
     return rebuilt

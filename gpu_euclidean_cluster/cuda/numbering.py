@@ -7,19 +7,19 @@ the components; its last block sorts their keys ``(n - size, smallest member)`` 
 writes each component's rank and the kept sizes run-length encoded (at most ``sqrt(2n)`` runs);
 the second writes the labels. The host then reads the component count and the runs in one copy.
 With more than :data:`SORT_CAPACITY` components the keys are sorted by ``cupy`` instead (one more
-round trip).
+round trip). The kernels come from :data:`~.module.CLUSTERING`.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from typing import NamedTuple
+from functools import cache
 
 import cupy
 import numpy as np
 
-from .module import THREADS, blocks
+from .module import CLUSTERING, THREADS, blocks, get_kernel
 
 #: Most components the single sorting block orders (keys in its shared memory, 8 bytes each).
 SORT_CAPACITY = 8192
@@ -31,16 +31,6 @@ _INT32_MAX = 2**31 - 1
 _DEFAULT_SHARED = 48 * 1024
 
 
-class _Kernels(NamedTuple):
-    module: cupy.RawModule
-    stats: cupy.RawKernel
-    gather: cupy.RawKernel
-    keys: cupy.RawKernel
-    ranks: cupy.RawKernel
-    capacity: int
-
-
-_KERNELS: dict[int, _Kernels] = {}
 _HOST = threading.local()  # a grow-only page-locked int32 buffer per thread, for the results
 
 
@@ -54,67 +44,65 @@ def _host_buffer(count: int) -> np.ndarray:
     return buffer[:count]
 
 
-def _kernels(module: cupy.RawModule) -> _Kernels:
-    """The numbering kernels of ``module`` (looked up once per module)."""
-    found = _KERNELS.get(id(module))
-    if found is not None and found.module is module:
-        return found
-    stats = module.get_function("numbering_stats")
+@cache
+def sort_capacity(device_id: int) -> int:
+    """Most component keys the sorting block of ``numbering_stats`` orders on ``device_id``:
+    :data:`SORT_CAPACITY` once the kernel is opted in to that much dynamic shared memory (done
+    here, once per device), else what fits in the default 48 KiB."""
     capacity = SORT_CAPACITY
     if 8 * capacity > _DEFAULT_SHARED:
+        stats = get_kernel(CLUSTERING, "numbering_stats", device_id)
         try:
-            stats.max_dynamic_shared_size_bytes = 8 * capacity
+            with cupy.cuda.Device(device_id):
+                stats.max_dynamic_shared_size_bytes = 8 * capacity
         except Exception:  # no opt-in to large shared memory: sort what fits by default
             capacity = _DEFAULT_SHARED // 2 // 8
-    found = _Kernels(
-        module,
-        stats,
-        module.get_function("numbering_gather"),
-        module.get_function("numbering_keys"),
-        module.get_function("numbering_ranks"),
-        capacity,
-    )
-    _KERNELS[id(module)] = found
-    return found
+    return capacity
 
 
 def canonical_labels_gpu(
-    module: cupy.RawModule, ids: cupy.ndarray, min_size: int, max_size: int
+    device_id: int, ids: cupy.ndarray, min_size: int, max_size: int
 ) -> tuple[cupy.ndarray, np.ndarray, int]:
-    """``(labels, sizes, num_components)`` for component ``ids`` in ``[0, N)``."""
+    """``(labels, sizes, num_components)`` for component ``ids`` in ``[0, N)`` on ``device_id``
+    (current during the call)."""
     n = int(ids.shape[0])
     if n == 0:
         return cupy.empty(0, dtype=cupy.int32), np.empty(0, dtype=np.int64), 0
     if ids.dtype != cupy.int32 or not ids.flags.c_contiguous:
         ids = cupy.ascontiguousarray(ids, dtype=cupy.int32)
-    kernels = _kernels(module)
+    stats = get_kernel(CLUSTERING, "numbering_stats", device_id)
+    gather = get_kernel(CLUSTERING, "numbering_gather", device_id)
     low = np.int32(min(max(int(min_size), 0), _INT32_MAX))
     high = np.int32(min(max(int(max_size), -1), _INT32_MAX))
     n32 = np.int32(n)
-    capacity = min(kernels.capacity, 1 << (n - 1).bit_length())
+    capacity = min(sort_capacity(device_id), 1 << (n - 1).bit_length())
     out_ints = _HEADER + 2 * (math.isqrt(2 * n) + 2)
     work = cupy.empty(1 + n + (n + out_ints + 1) // 2, dtype=cupy.uint64)
     out_ptr = work.data.ptr + 8 * (1 + n) + 4 * n
     stream = cupy.cuda.get_current_stream()
     cupy.cuda.runtime.memsetAsync(work.data.ptr, 0, 8 * (1 + n), stream.ptr)
-    kernels.stats(
+    stats(
         ((n + STATS_THREADS - 1) // STATS_THREADS,),
         (STATS_THREADS,),
         (ids, n32, work, np.int32(capacity), low, high),
         shared_mem=8 * capacity,
     )
     labels = cupy.empty(n, dtype=cupy.int32)
-    kernels.gather(blocks(n), (THREADS,), (ids, n32, work, labels))
+    gather(blocks(n), (THREADS,), (ids, n32, work, labels))
     out = _host_buffer(out_ints)
     cupy.cuda.runtime.memcpyAsync(out.ctypes.data, out_ptr, 4 * out_ints, _D2H, stream.ptr)
     stream.synchronize()
     if out[3] != 1:  # more components than the block sorts: sort their keys with cupy
         count = int(out[0])
         keys = cupy.empty(count, dtype=cupy.uint64)
-        kernels.keys(blocks(count), (THREADS,), (work, n32, np.int32(count), keys))
+        get_kernel(CLUSTERING, "numbering_keys", device_id)(
+            blocks(count), (THREADS,), (work, n32, np.int32(count), keys)
+        )
         keys.sort()
-        kernels.ranks(blocks(count), (THREADS,), (ids, n32, work, keys, np.int32(count), low, high))
-        kernels.gather(blocks(n), (THREADS,), (ids, n32, work, labels))
+        get_kernel(CLUSTERING, "numbering_ranks", device_id)(
+            blocks(count), (THREADS,), (ids, n32, work, keys, np.int32(count), low, high)
+        )
+        gather(blocks(n), (THREADS,), (ids, n32, work, labels))
         cupy.cuda.runtime.memcpyAsync(out.ctypes.data, out_ptr, 4 * out_ints, _D2H, stream.ptr)
         stream.synchronize()
     num_components, runs = int(out[0]), int(out[2])

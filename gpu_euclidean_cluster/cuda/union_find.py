@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar
 
 import cupy
 import numpy as np
@@ -33,16 +32,23 @@ import numpy as np
 from ..core.clique_cells import GAP_LIMIT, clique_cell_side
 from ..core.config import SEARCHES
 from ..core.neighbour_rule import threshold_sq
-from .module import THREADS, blocks
+from .module import ES_TILE, THREADS, KernelSource, blocks, get_kernel
 
-#: Threads per block of the link kernels (ES needs exactly its tile size, ES_TILE in common.cuh).
-ES_TILE = 256
-
-#: Resident blocks per SM of ``uf_link_cells`` (UF_LINK_BLOCKS_PER_SM in union_find.cu, whose
-#: ``__launch_bounds__`` guarantees it) and of ``uf_link_exhaustive`` (32 registers, 4 KiB shared).
-LINK_BLOCKS_PER_SM = 4
+#: Resident blocks per SM of ``uf_link_cells``: passed to ``union_find.cu`` with ``-D``, where
+#: the kernel's ``__launch_bounds__`` guarantees it, and the size of the link grid here.
+UF_LINK_BLOCKS_PER_SM = 4
+#: Resident blocks per SM of ``uf_link_exhaustive`` (32 registers, 4 KiB shared).
 ES_BLOCKS_PER_SM = 8
+#: Blocks per SM of ``uf_bbox`` (a grid-stride loop, six atomics per block).
 BBOX_BLOCKS_PER_SM = 2
+
+#: The method's compile unit. Its link kernels run blocks of ``ES_TILE`` threads (the
+#: exhaustive search needs exactly its tile; ``cuda/module.py`` passes it to ``common.cuh``).
+UNION_FIND = KernelSource(
+    "union_find",
+    ("common.cuh", "union_find.cu"),
+    {"UF_LINK_BLOCKS_PER_SM": UF_LINK_BLOCKS_PER_SM},
+)
 
 
 @dataclass
@@ -81,34 +87,19 @@ def _sm_count(device_id: int) -> int:
     return int(cupy.cuda.Device(device_id).attributes["MultiProcessorCount"])
 
 
-class _Kernels:
-    """``module.get_function`` once per kernel name and module."""
-
-    _cache: ClassVar[dict[tuple[int, str], tuple[cupy.RawModule, object]]] = {}
-
-    @classmethod
-    def get(cls, module: cupy.RawModule, name: str):
-        key = (id(module), name)
-        hit = cls._cache.get(key)
-        if hit is None or hit[0] is not module:
-            hit = (module, module.get_function(name))
-            cls._cache[key] = hit
-        return hit[1]
-
-
 def table_capacity(n: int) -> int:
     """Hash-table slots for ``n`` points: a power of two >= 2n (load factor <= 1/2)."""
     return 1 << max(5, (2 * n - 1).bit_length())
 
 
 def label_union_find(
-    module: cupy.RawModule, points: cupy.ndarray, d_th: float, search: str = "range"
+    device_id: int, points: cupy.ndarray, d_th: float, search: str = "range"
 ) -> UnionFindLabelling:
     """Connected components of the float32 neighbour graph of ``points`` at ``d_th``.
 
     Args:
-        module: the compiled RawModule holding ``common.cuh`` and ``union_find.cu``.
-        points: finite float32 (N, 3) on the current device.
+        device_id: the CUDA device, current during the call (kernels of :data:`UNION_FIND`).
+        points: finite float32 (N, 3) on that device.
         d_th: distance threshold; neighbours satisfy ``((dx*dx + dy*dy) + dz*dz) < float32(d_th²)``.
         search: ``"range"`` (clique-cell hash grid) or ``"exhaustive"`` (all pairs, tiled).
     """
@@ -124,16 +115,16 @@ def label_union_find(
     points = cupy.ascontiguousarray(points, dtype=cupy.float32)
     side = clique_cell_side(thr)
     if search == "range" and side is not None:
-        return _label_grid(module, points, thr, side)
-    return _label_exhaustive(module, points, thr, search)
+        return _label_grid(device_id, points, thr, side)
+    return _label_exhaustive(device_id, points, thr, search)
 
 
 def _label_grid(
-    module: cupy.RawModule, points: cupy.ndarray, thr: np.float32, side: float
+    device_id: int, points: cupy.ndarray, thr: np.float32, side: float
 ) -> UnionFindLabelling:
     n = int(points.shape[0])
     cap = table_capacity(n)
-    sm = _sm_count(cupy.cuda.runtime.getDevice())
+    sm = _sm_count(device_id)
     keys = cupy.empty(cap, dtype=cupy.int64)
     cnt = cupy.empty(cap, dtype=cupy.int32)
     start = cupy.empty(cap, dtype=cupy.int32)
@@ -150,7 +141,7 @@ def _label_grid(
 
     grid_n, grid_cap = blocks(n), blocks(cap)
     # One warp per cell (k <= n cells), every block resident at once, grid-stride beyond.
-    link_grid = (min(LINK_BLOCKS_PER_SM * sm, -(-n // (ES_TILE // 32))),)
+    link_grid = (min(UF_LINK_BLOCKS_PER_SM * sm, -(-n // (ES_TILE // 32))),)
     bbox_grid = (min(grid_n[0], BBOX_BLOCKS_PER_SM * sm),)
     launches: list[tuple[str, tuple[int], int, tuple]] = [
         ("uf_init", grid_cap, THREADS, (cap32, np.int32(1), keys, cnt, parent, bbox, status)),
@@ -197,27 +188,27 @@ def _label_grid(
         ),
     ]
     for name, grid, block, args in launches:
-        _Kernels.get(module, name)(grid, (block,), args)
+        get_kernel(UNION_FIND, name, device_id)(grid, (block,), args)
     return UnionFindLabelling(components, "range", True, len(launches), status)
 
 
 def _label_exhaustive(
-    module: cupy.RawModule, points: cupy.ndarray, thr: np.float32, search: str
+    device_id: int, points: cupy.ndarray, thr: np.float32, search: str
 ) -> UnionFindLabelling:
     n = int(points.shape[0])
-    sm = _sm_count(cupy.cuda.runtime.getDevice())
+    sm = _sm_count(device_id)
     parent = cupy.empty(n, dtype=cupy.int32)
     components = cupy.empty(n, dtype=cupy.int32)
     n32 = np.int32(n)
     tiles = -(-n // ES_TILE)
     # Unused pointer arguments get `parent` (never dereferenced with with_grid = 0 / grid = 0).
-    _Kernels.get(module, "uf_init")(
+    get_kernel(UNION_FIND, "uf_init", device_id)(
         blocks(n), (THREADS,), (n32, np.int32(0), parent, parent, parent, parent, parent)
     )
-    _Kernels.get(module, "uf_link_exhaustive")(
+    get_kernel(UNION_FIND, "uf_link_exhaustive", device_id)(
         (min(tiles, ES_BLOCKS_PER_SM * sm),), (ES_TILE,), (points, n32, thr, parent)
     )
-    _Kernels.get(module, "uf_finish")(
+    get_kernel(UNION_FIND, "uf_finish", device_id)(
         blocks(n),
         (THREADS,),
         (n32, np.int32(0), parent, np.float64(0.0), parent, parent, parent, parent, components),

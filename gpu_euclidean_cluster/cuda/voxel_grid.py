@@ -13,7 +13,7 @@ import cupy
 import numpy as np
 
 from ..core.neighbour_rule import cell_size, grid_window
-from .module import THREADS, blocks
+from .module import CLUSTERING, THREADS, blocks, get_kernel
 
 
 @dataclass
@@ -32,24 +32,29 @@ class GpuVoxelGrid:
 
     def search_args(self) -> tuple:
         """The leading arguments of every ``rs_*`` kernel."""
-        return (self.sorted_points, self.pid, self.voxel_ids, self.starts,
-                np.int32(self.num_voxels), *self.grid_args)
+        return (
+            self.sorted_points,
+            self.pid,
+            self.voxel_ids,
+            self.starts,
+            np.int32(self.num_voxels),
+            *self.grid_args,
+        )
 
 
-def build_voxel_grid(module: cupy.RawModule, points: cupy.ndarray, d_th: float) -> GpuVoxelGrid:
-    """Build the grid over finite (N, 3) float32 ``points`` (N >= 1)."""
+def build_voxel_grid(device_id: int, points: cupy.ndarray, d_th: float) -> GpuVoxelGrid:
+    """Build the grid over finite (N, 3) float32 ``points`` (N >= 1) on ``device_id`` (current)."""
     n = points.shape[0]
     cell = cell_size(d_th)
     # Steps 1-2: bounding box by parallel reduction, number of voxels per axis (clamped window).
     low = points.min(axis=0).get()
     high = points.max(axis=0).get()
     origin, dims = grid_window(low, high, cell, lambda: cupy.median(points, axis=0).get())
-    grid_args = (*(np.float64(v) for v in origin), np.float64(cell),
-                 *(np.int64(v) for v in dims))
+    grid_args = (*(np.float64(v) for v in origin), np.float64(cell), *(np.int64(v) for v in dims))
     # Steps 3-5: voxel id per point, pid = 0..N-1, sort by key.
     vid = cupy.empty(n, dtype=cupy.int64)
     pid = cupy.empty(n, dtype=cupy.int32)
-    module.get_function("compute_voxel_ids")(
+    get_kernel(CLUSTERING, "compute_voxel_ids", device_id)(
         blocks(n), (THREADS,), (points, np.int32(n), *grid_args, vid, pid)
     )
     order = cupy.argsort(vid)
@@ -58,7 +63,7 @@ def build_voxel_grid(module: cupy.RawModule, points: cupy.ndarray, d_th: float) 
     # Steps 6-8: mark the last point of each voxel, exclusive scan of the marks.
     is_end = cupy.empty(n, dtype=cupy.int32)
     sorted_points = cupy.empty_like(points)
-    module.get_function("mark_voxel_ends")(
+    get_kernel(CLUSTERING, "mark_voxel_ends", device_id)(
         blocks(n), (THREADS,), (vid, pid, points, np.int32(n), is_end, sorted_points)
     )
     inclusive = cupy.cumsum(is_end, dtype=cupy.int32)
@@ -67,7 +72,7 @@ def build_voxel_grid(module: cupy.RawModule, points: cupy.ndarray, d_th: float) 
     # Steps 9-10: V and S.
     voxel_ids = cupy.empty(k, dtype=cupy.int64)
     starts = cupy.zeros(k + 1, dtype=cupy.int32)
-    module.get_function("fill_voxels")(
+    get_kernel(CLUSTERING, "fill_voxels", device_id)(
         blocks(n), (THREADS,), (vid, is_end, scanned, np.int32(n), voxel_ids, starts)
     )
     return GpuVoxelGrid(pid, voxel_ids, starts, sorted_points, grid_args)

@@ -24,6 +24,7 @@ from ..core.config import ClusterConfig
 from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow
 from ..core.memory import StructureTooLargeError
 from ..core.result import ClusterResult
+from ..core.work import WorkTooLargeError
 from ..pointcloud_io.pointcloud2 import RawCloud, from_structured, from_xyz
 
 
@@ -120,18 +121,19 @@ class FramePipeline:
         """Cluster one cloud.
 
         A frame whose graph structure would not fit (one of the paper's methods on a dense cloud:
-        ``StructureTooLargeError``) runs with ``union_find`` on the same backend, which needs O(N)
-        memory; a frame the GPU runs out of memory for runs on the CPU. ``fallback_reason`` says
-        which, and why.
+        ``StructureTooLargeError``) or whose neighbour search would take longer than
+        ``config.max_work_s`` (``WorkTooLargeError``) runs with ``union_find`` on the same
+        backend, which needs O(N) memory and time; a frame the GPU runs out of memory for runs on
+        the CPU. ``fallback_reason`` says which, and why.
 
         Raises:
             PointCloud2Error: the cloud cannot be decoded (missing x/y/z, malformed layout).
         """
         try:
             return self._process_here_or_on_host(cloud, config, window)
-        except StructureTooLargeError as error:
+        except (StructureTooLargeError, WorkTooLargeError) as error:
             reason = f"{error}; frame run with union_find"
-        fused = config.with_changes(method="union_find")
+        fused = config.with_changes(method="union_find", search="range")
         output = self._process_here_or_on_host(cloud, fused, window)
         reasons = (reason, output.fallback_reason) if output.fallback_reason else (reason,)
         return replace(output, fallback_reason="; ".join(reasons))

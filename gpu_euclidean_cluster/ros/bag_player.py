@@ -6,7 +6,9 @@ byte level (``header.seq`` dropped) by
 :class:`~gpu_euclidean_cluster.pointcloud_io.bags.PointCloudBag`.
 
 Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
-timestamp; the lag is how late the publish call returns after that target. ``/clock`` (optional)
+timestamp, or at ``wall_start + i / rate_hz`` with a fixed rate (``--rate-hz``; a one-message
+segment played more than once uses :data:`ONE_INSTANT_HZ`); the lag is how late the publish call
+returns after that target. ``/clock`` (optional)
 carries the bag time of the playback clock, for nodes with ``use_sim_time``.
 """
 
@@ -40,7 +42,10 @@ DISCOVERY_SETTLE_S = 0.3
 PROGRESS_PERIOD_S = 0.1
 ACK_TIMEOUT_S = 5.0
 LINGER_S = 0.5
-MIN_LOOP_SPAN_NS = 1_000_000  # a looped segment shorter than this would publish in a busy loop
+#: A segment shorter than this has no timing of its own to repeat (one message, or a burst) ...
+MIN_LOOP_SPAN_NS = 1_000_000
+#: ... and plays at this rate when it loops or repeats without ``--rate-hz``.
+ONE_INSTANT_HZ = 10.0
 
 
 @dataclass
@@ -112,8 +117,12 @@ class BagPlayer:
         span_ns = (bag.end_ns if self.stop_ns is None else min(self.stop_ns, bag.end_ns)) - (
             self.start_ns
         )
-        if options.loop and span_ns < MIN_LOOP_SPAN_NS:
-            raise BagError("--loop needs messages spanning some time; this segment is one instant")
+        #: seconds between messages on a fixed schedule; None: the recorded timing
+        self.interval_s: float | None = None
+        if options.rate_hz is not None:
+            self.interval_s = 1.0 / options.rate_hz
+        elif (options.loop or options.repeat > 1) and span_ns < MIN_LOOP_SPAN_NS:
+            self.interval_s = 1.0 / ONE_INSTANT_HZ
         qos = QoSProfile(
             history=QoSHistoryPolicy.KEEP_LAST,
             depth=options.qos_depth,
@@ -157,8 +166,16 @@ class BagPlayer:
             stop.wait(0.05)
         return False
 
+    def schedule(self) -> str:
+        """How messages are timed, for the start-up line."""
+        passes = "until stopped" if self.options.loop else f"{self.options.repeat} pass(es)"
+        if self.interval_s is None:
+            return f"recorded timing at rate {self.options.rate:g}, {passes}"
+        given = " (one-message segment)" if self.options.rate_hz is None else ""
+        return f"{1.0 / self.interval_s:g} Hz{given}, {passes}"
+
     def play(self, stop: threading.Event, stream: TextIO = sys.stderr) -> ReplayStats:
-        """Replay (once, or until ``stop`` with ``loop``); return the statistics."""
+        """Replay (``repeat`` passes, or until ``stop`` with ``loop``); return the statistics."""
         stats = ReplayStats()
         total = self._frames_per_pass()
         progress = ProgressBar(
@@ -173,9 +190,7 @@ class BagPlayer:
                 first_ns = last_ns = self.start_ns
                 count = 0
                 for message in self.bag.messages(self.topics, self.start_ns, self.stop_ns):
-                    target = self._wall_start + (message.timestamp_ns - self.start_ns) / (
-                        self.options.rate * NS_PER_S
-                    )
+                    target = self._wall_start + self._offset_s(message, count)
                     if not self._sleep_until(target, stop):
                         break
                     self._publish(message)
@@ -186,8 +201,11 @@ class BagPlayer:
                     first_ns = message.timestamp_ns if count == 0 else first_ns
                     last_ns = message.timestamp_ns
                     count += 1
-                if not self.options.loop or count == 0:
+                if count == 0 or not (self.options.loop or stats.passes < self.options.repeat):
                     break
+                if self.interval_s is not None:
+                    self._wall_start += count * self.interval_s
+                    continue
                 # the next pass starts one mean message period after this pass's last message
                 period_ns = (last_ns - first_ns) / (count - 1) if count > 1 else 0.0
                 self._wall_start += (last_ns - self.start_ns + period_ns) / (
@@ -199,6 +217,12 @@ class BagPlayer:
             progress.show(self._done_this_pass(stats, total), _status(stats, lag), force=True)
             progress.close()
         return stats
+
+    def _offset_s(self, message: BagMessage, index: int) -> float:
+        """When message number ``index`` of a pass is due, in seconds after the pass starts."""
+        if self.interval_s is not None:
+            return index * self.interval_s
+        return (message.timestamp_ns - self.start_ns) / (self.options.rate * NS_PER_S)
 
     @staticmethod
     def _done_this_pass(stats: ReplayStats, total: int | None) -> int:
@@ -274,8 +298,7 @@ def replay_bag(
             player = BagPlayer(node, bag, options)
             print(
                 f"replaying {', '.join(player.topics)} -> {', '.join(player.output_topics())} "
-                f"from {options.bag} at rate {options.rate:g}"
-                + (" (loop)" if options.loop else ""),
+                f"from {options.bag}: {player.schedule()}",
                 file=stream,
             )
             if transport_line:

@@ -8,12 +8,15 @@ Defaults and choice lists come from :class:`~gpu_euclidean_cluster.core.config.C
 
 from __future__ import annotations
 
+import difflib
 import math
+import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..core import config
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
-from .settings import DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE
+from .settings import DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE, NODE_MAX_WORK_S
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,14 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         bounds=(0, config.UNLIMITED_CLUSTER_SIZE),
     ),
     ParameterSpec(
+        "max_work_s",
+        NODE_MAX_WORK_S,
+        "Seconds a frame's neighbour search may be estimated to take with a paper's method or "
+        "exhaustive search (point pairs at the backend's measured rate); a frame over it runs "
+        "with union_find and a warning. 0 = no limit.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
         "max_coordinate",
         MAX_COORDINATE,
         "Points with an absolute coordinate above this (m) are implausible (sensor glitch, bad "
@@ -173,6 +184,53 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
 )
 
 SPECS: dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
+
+#: Other clustering nodes' names for our parameters (PCL's and Autoware's, old and new), named in
+#: the unknown-parameter warning.
+NAMES_ELSEWHERE: dict[str, str] = {
+    "tolerance": "d_th",
+    "tolerance_m": "d_th",
+    "cluster_tolerance": "d_th",
+    "min_points_per_cluster": "min_cluster_size",
+}
+
+#: Parameters every rclpy node has; overrides of them are rclpy's, not unknown.
+ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
+
+
+def unknown_parameter_warnings(names: Iterable[str]) -> list[str]:
+    """One warning per name that is not a parameter of the node, with the closest known name.
+
+    rclpy ignores values given for undeclared parameters (in a YAML file or with ``-p``), so a
+    misspelled or foreign name would otherwise do nothing without a word.
+    """
+    warnings = []
+    for name in sorted(set(names)):
+        if name in SPECS or name in ROS_PARAMETERS or name.startswith("qos_overrides."):
+            continue
+        if name in NAMES_ELSEWHERE:
+            hint = f"; it is called {NAMES_ELSEWHERE[name]} here"
+        else:
+            close = difflib.get_close_matches(name, SPECS, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+        warnings.append(f"unknown parameter {name!r} ignored{hint}")
+    return warnings
+
+
+def parameters_help() -> str:
+    """The node's parameters as plain text, for ``euclidean_cluster_node --help``."""
+    lines = []
+    for spec in PARAMETERS:
+        allowed = ""
+        if spec.constraints:
+            allowed = ("; one of " if spec.choices else "; in ") + spec.constraints
+        fixed = "; read-only" if spec.read_only else ""
+        default = _format_value(spec.default)
+        lines.append(f"  {spec.name} ({spec.type_name}, default {default}{allowed}{fixed})")
+        lines += textwrap.wrap(
+            spec.description, 92, initial_indent=" " * 6, subsequent_indent=" " * 6
+        )
+    return "\n".join(lines)
 
 
 def parameters_markdown() -> str:

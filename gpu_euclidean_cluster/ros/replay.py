@@ -34,6 +34,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-l", "--loop", action="store_true", help="repeat until Ctrl-C")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="play the segment N times (default 1; --loop: until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--rate-hz",
+        type=float,
+        default=None,
+        metavar="HZ",
+        help="publish one message every 1/HZ s whatever the bag's stamps (default: the recorded "
+        "timing; a one-message segment that loops or repeats plays at 10 Hz)",
+    )
+    parser.add_argument(
         "--start",
         type=float,
         default=0.0,
@@ -102,6 +117,8 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         bag=args.bag,
         rate=args.rate,
         loop=args.loop,
+        repeat=args.repeat,
+        rate_hz=args.rate_hz,
         start_s=args.start,
         duration_s=args.duration,
         topics=tuple(args.topics),

@@ -17,6 +17,8 @@ class ReplayOptions:
     bag: Path
     rate: float = 1.0
     loop: bool = False
+    repeat: int = 1
+    rate_hz: float | None = None
     start_s: float = 0.0
     duration_s: float | None = None
     topics: tuple[str, ...] = ()
@@ -32,6 +34,10 @@ class ReplayOptions:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate) and self.rate > 0):
             raise ValueError(f"--rate must be a positive number, got {self.rate}")
+        if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or self.repeat < 1:
+            raise ValueError(f"--repeat must be an integer >= 1, got {self.repeat}")
+        if self.rate_hz is not None and not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
+            raise ValueError(f"--rate-hz must be a positive number, got {self.rate_hz}")
         if not (math.isfinite(self.start_s) and self.start_s >= 0):
             raise ValueError(f"--start must be >= 0 seconds, got {self.start_s}")
         if self.duration_s is not None and not (

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
 from ..core.frame import MAX_COORDINATE, FrameWindow
 
+#: Default limit of a frame's estimated neighbour search (s): a frame must not hold the node up
+#: for more than about ten frames of a 10 Hz sensor.
+NODE_MAX_WORK_S = 1.0
 #: Default share of lost frames in a diagnostics window that turns the status to WARN.
 DIAGNOSTICS_WARN_SHARE = 0.1
 
@@ -30,7 +33,9 @@ class NodeSettings:
         diagnostics_warn_share: share of lost frames in a diagnostics window that means WARN.
     """
 
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    cluster: ClusterConfig = field(
+        default_factory=lambda: ClusterConfig(max_work_s=NODE_MAX_WORK_S)
+    )
     use_height: bool = True
     min_range: float = 0.0
     max_range: float = math.inf
@@ -80,6 +85,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
             min_cluster_size=values["min_cluster_size"],
             max_cluster_size=values["max_cluster_size"],
             memory_budget=_budget_bytes(values["memory_budget_mb"]),
+            max_work_s=_work_limit(values["max_work_s"]),
         )
     except ConfigError as error:
         problems.insert(0, str(error))
@@ -95,6 +101,11 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         max_coordinate=float(values["max_coordinate"]),  # type: ignore[arg-type]
         diagnostics_warn_share=float(values["diagnostics_warn_share"]),  # type: ignore[arg-type]
     )
+
+
+def _work_limit(seconds: object) -> object:
+    """``max_work_s`` as ClusterConfig's: 0 means no limit (None)."""
+    return None if seconds == 0 else seconds
 
 
 def _budget_bytes(megabytes: object) -> object:

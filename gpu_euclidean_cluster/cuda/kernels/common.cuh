@@ -5,6 +5,14 @@
 // float32(d_th^2) in IEEE arithmetic. CuPy compiles every module with -ftz=true, which would flush
 // subnormal differences, squares, sums and comparison operands to zero; the rule is therefore
 // written in inline PTX without .ftz (gradual underflow, as on the CPU), round-to-nearest each.
+//
+// This file opens every compile unit that uses it (cuda/module.py's KernelSource lists it first);
+// the .cu files after it see its definitions. Constants are not defined here: cuda/module.py
+// passes them with -D (ES_TILE = cuda/module.py's ES_TILE), and a missing one stops the compile.
+
+#ifndef ES_TILE
+#error "ES_TILE must be defined by cuda/module.py"
+#endif
 
 typedef long long i64;
 
@@ -80,8 +88,6 @@ __device__ __forceinline__ int lower_bound(const i64* __restrict__ V, int k, i64
     }
     return lo;
 }
-
-#define ES_TILE 256
 
 // Exhaustive search (ES): thread i visits every j != i with d(P[i], P[j]) below the threshold.
 // Points are staged through shared memory one tile at a time (as float4, one 16-byte broadcast

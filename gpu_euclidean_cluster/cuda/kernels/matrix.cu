@@ -1,9 +1,10 @@
 // The matrix-based method (Section 4.3, Algorithms 2-6). Blocks of B threads (the paper's b,
-// MATRIX_B, set by the host at compile time) merge labels locally in shared memory; the adjacency
-// matrix M of the remaining labels R is stored one bit per entry, rows padded to whole words.
+// MATRIX_B) merge labels locally in shared memory; the adjacency matrix M of the remaining labels
+// R is stored one bit per entry, rows padded to whole words. This file is its own compile unit
+// after common.cuh, one per block size: cuda/matrix.py's matrix_source(b) passes -DMATRIX_B=b.
 
 #ifndef MATRIX_B
-#error "MATRIX_B must be defined"
+#error "MATRIX_B must be defined by cuda/module.py (matrix_source in cuda/matrix.py)"
 #endif
 
 // Algorithm 3, INITIAL_EC: block bid clusters its B consecutive points by pairwise distances in

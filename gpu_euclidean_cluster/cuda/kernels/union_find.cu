@@ -1,16 +1,19 @@
 // The union_find labelling method: neighbour search fused with a lock-free union-find, no edge
 // list, O(N) memory whatever the degree. Concatenated after common.cuh (load_point,
-// squared_distance, exhaustive_search), compiled by NVRTC with --fmad=false.
+// squared_distance, exhaustive_search) into its own compile unit (UNION_FIND in
+// cuda/union_find.py), compiled by NVRTC with --fmad=false. UF_LINK_BLOCKS_PER_SM comes from
+// cuda/union_find.py and ES_TILE from cuda/module.py, both with -D: the host sizes its launches
+// with the same values, so they are never defined here.
 //
 // Range search (RS). The voxel grid of Section 4.4 (Algorithm 7) is rebuilt as a hash grid of
 // *clique cells*: cubes of side h = sqrt(T / 3) * (1 - CELL_MARGIN), T = float32(d_th^2), so small
-// that any two points of one cell are neighbours under the float32 rule (NOTES.md proves it,
-// rounding included). Every cell is therefore one connected set before any distance is computed
-// (FDBSCAN-DenseBox's dense boxes, Prokopenko et al. ICPP'23, applied to every cell), and the
-// union-find runs over cells, not points: a pair of cells needs one neighbour pair to be merged,
-// so the scan of a cell pair stops at the first hit and is skipped when both cells already share
-// a root. A neighbour of a point lies at most 2 cells away per axis; each unordered cell pair is
-// visited once through the 62 "forward" offsets of the 5 x 5 x 5 stencil.
+// that any two points of one cell are neighbours under the float32 rule (docs/union_find.md
+// proves it, rounding included). Every cell is therefore one connected set before any distance is
+// computed (FDBSCAN-DenseBox's dense boxes, Prokopenko et al. ICPP'23, applied to every cell),
+// and the union-find runs over cells, not points: a pair of cells needs one neighbour pair to be
+// merged, so the scan of a cell pair stops at the first hit and is skipped when both cells
+// already share a root. A neighbour of a point lies at most 2 cells away per axis; each
+// unordered cell pair is visited once through the 62 "forward" offsets of the 5 x 5 x 5 stencil.
 //
 // Union-find: ECL-CC (Jaiganesh & Burtscher, HPDC'18) -- find with intermediate pointer jumping,
 // union by atomicCAS hooking of the larger root under the smaller, so parent[v] <= v always and
@@ -42,8 +45,10 @@
 #ifndef UF_RECHECK
 #define UF_RECHECK 8                  // heavy pairs: re-check the roots every 8 source points
 #endif
+// Resident blocks per SM of uf_link_cells, promised by its __launch_bounds__ (4: at most 64
+// registers per thread); the host sizes the link grid with the same value.
 #ifndef UF_LINK_BLOCKS_PER_SM
-#define UF_LINK_BLOCKS_PER_SM 4       // uf_link_cells: at most 64 registers, 4 blocks per SM
+#error "UF_LINK_BLOCKS_PER_SM must be defined by cuda/module.py (from cuda/union_find.py)"
 #endif
 #define UF_MAX_CELLS_PER_AXIS 1073741824.0       // 2^30
 #define UF_MAX_KEYS 2305843009213693952.0        // 2^61
@@ -155,7 +160,7 @@ __device__ __forceinline__ i64 uf_offset_delta(int o, const UfGrid& g) {
 
 // Lower bound, in cell units, of the distance along one axis between a point whose scaled
 // coordinate is u and any point of the cell `off` cells away; minus a slack that covers the
-// rounding of the scaled coordinates (NOTES.md).
+// rounding of the scaled coordinates (docs/union_find.md).
 __device__ __forceinline__ double uf_axis_gap(double u, int off) {
     const double f = u - floor(u);
     double gap = off > 0 ? (double)off - f : (off < 0 ? (double)(-off - 1) + f : 0.0);

@@ -1,0 +1,103 @@
+"""Work known before it is spent: how many point pairs a method and search will examine.
+
+The paper's methods and exhaustive search cost what the neighbour search examines: all pairs
+``N (N - 1) / 2`` for exhaustive search (ES), and for the voxel-grid range search (RS, cells of
+side ``d_th``, Algorithm 7) the pairs of points in the same or adjacent cells. A backend knows how
+many such pairs it examines per second (``Backend.pairs_per_second``); a configuration whose
+estimate exceeds ``ClusterConfig.max_work_s`` raises :class:`WorkTooLargeError` before any
+search, naming the fast choice. ``auto`` and ``union_find`` with range search cost O(N) and are
+never estimated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .neighbour_rule import cell_size
+from .numbering import array_module
+
+#: Offsets of the 27 cells around and including a voxel cell.
+NEIGHBOUR_OFFSETS = tuple(
+    (dx, dy, dz) for dx in (-1, 0, 1) for dy in (-1, 0, 1) for dz in (-1, 0, 1)
+)
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    """What a run will examine, and about how long that takes on its backend.
+
+    Attributes:
+        method, search, backend: the configuration estimated.
+        pairs: point pairs the neighbour search examines.
+        seconds: ``pairs`` at the backend's measured rate (a rough figure: within a factor of
+            a few).
+    """
+
+    method: str
+    search: str
+    backend: str
+    pairs: int
+    seconds: float
+
+    def describe(self) -> str:
+        search = "exhaustive search" if self.search == "exhaustive" else "the voxel grid"
+        return (
+            f"method {self.method} with {search} on the {self.backend} backend would examine "
+            f"{self.pairs:.3g} point pairs (about {self.seconds:.3g} s)"
+        )
+
+
+class WorkTooLargeError(RuntimeError):
+    """A configuration would take longer than ``max_work_s``; ``auto`` would not."""
+
+    def __init__(self, estimate: WorkEstimate, limit_s: float) -> None:
+        super().__init__(
+            f"{estimate.describe()}, over max_work_s {limit_s:g} s; use method 'auto' "
+            "(union_find with the voxel grid: O(N)) or raise max_work_s"
+        )
+        self.estimate = estimate
+        self.limit_s = limit_s
+
+
+def needs_estimate(method: str, search: str) -> bool:
+    """False for the configurations whose cost follows the points, not the pairs."""
+    return method != "auto" and not (method == "union_find" and search == "range")
+
+
+def examined_pairs(points: Any, d_th: float, search: str) -> int:
+    """Point pairs the neighbour search examines on finite ``points`` (NumPy or CuPy, (N, 3)).
+
+    Exhaustive search: ``N (N - 1) / 2``. Range search: pairs of distinct points in the same or
+    adjacent voxel cells of side ``cell_size(d_th)``, counted from the occupied cells (one
+    ``unique`` and 27 ``searchsorted``; a gap of more than two empty cells along an axis is
+    shortened to two, which keeps adjacency, so far outliers do not overflow the cell keys).
+    """
+    n = int(points.shape[0])
+    if search == "exhaustive" or n < 2:
+        return n * (n - 1) // 2
+    xp = array_module(points)
+    cells = xp.floor(points.astype(xp.float64) / cell_size(d_th))
+    compact = xp.stack([_close_gaps(xp, cells[:, k]) for k in range(3)], axis=1)
+    span = [int(compact[:, k].max()) + 3 for k in range(3)]
+    if math.prod(span) >= 2**62:
+        return n * (n - 1) // 2
+    strides = (span[1] * span[2], span[2], 1)
+    keys = (compact + 1) @ xp.asarray(strides, dtype=xp.int64)
+    occupied, counts = xp.unique(keys, return_counts=True)
+    total = 0
+    for dx, dy, dz in NEIGHBOUR_OFFSETS:
+        wanted = occupied + (dx * strides[0] + dy * strides[1] + dz)
+        at = xp.minimum(xp.searchsorted(occupied, wanted), occupied.shape[0] - 1)
+        found = occupied[at] == wanted
+        total += int((counts * xp.where(found, counts[at], 0)).sum())
+    return (total - n) // 2
+
+
+def _close_gaps(xp: Any, column: Any) -> Any:
+    """Integer cell coordinates from 0 with every gap of more than two cells shortened to two."""
+    values, inverse = xp.unique(column, return_inverse=True)
+    steps = xp.minimum(xp.diff(values), 2).astype(xp.int64)
+    positions = xp.concatenate((xp.zeros(1, dtype=xp.int64), xp.cumsum(steps)))
+    return positions[inverse.reshape(-1)]
