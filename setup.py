@@ -44,7 +44,8 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(exclude=["test", "test.*"]),
+    # the library only: benchmarks/ (run from a checkout, `python -m benchmarks`) and test/ stay out
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
     package_data={PACKAGE: ["cuda/kernels/*.cu", "cuda/kernels/*.cuh"]},
     distclass=AmentDistribution,
     data_files=[
@@ -53,7 +54,7 @@ setup(
         (f"lib/{PACKAGE}", [f"libexec/{name}" for name in ROS_EXECUTABLES]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
-        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
     ],
     install_requires=["numpy>=1.22", "scipy>=1.8", "matplotlib>=3.5", "rosbags>=0.9.16"],
     extras_require={

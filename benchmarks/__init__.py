@@ -1,18 +1,28 @@
-"""The benchmark tool behind ``gpu-euclidean-cluster bench``.
+"""The benchmarks of ``gpu_euclidean_cluster``, run from a checkout: ``python -m benchmarks``.
 
-It reproduces the experiments of Section 5 of the paper (the synthetic sweeps of Table 2 and the
-real-frame runs of Figs. 13-14) for the six method x search combinations, measures CPU peers in
-the same run on the same machine, and writes JSON, CSV and matplotlib figures.
+They are no part of the installed package (``setup.py`` leaves this folder out): they import the
+library as any user would (``gpu_euclidean_cluster...``) and never the other way round.
+
+They reproduce the experiments of Section 5 of the paper (the synthetic sweeps of Table 2 and the
+real-frame runs of Figs. 13-14) for every method x search combination, measure CPU peers (and
+ArborX, a GPU peer) in the same run on the same machine, and write JSON, CSV and matplotlib
+figures; results of the GPU reports live in ``benchmarks/results/``.
 
 Modules, one concept each:
 
+- :mod:`.cli`: the sub-commands and their options (``python -m benchmarks --help``).
+- :mod:`.rows`: the typed records written: run metadata, result rows, node steps.
 - :mod:`.environment`: what machine and software a run was measured on.
 - :mod:`.stats`: median / p99 summaries of repeated timings.
 - :mod:`.peers`: the CPU peers (package CPU backend, PCL-equivalent kd-tree BFS, DBSCANs).
-- :mod:`.cases`: the synthetic sweeps and the real frames as benchmark cases.
-- :mod:`.runner`: measures every implementation on every case.
+- :mod:`.arborx`: ArborX's DBSCAN as GPU peer rows.
+- :mod:`.cases`, :mod:`.stress`: the synthetic sweeps, the real frames, the stress set.
+- :mod:`.runner`, :mod:`.suite`: measure every implementation on every case.
 - :mod:`.results`: incremental JSON / CSV output.
 - :mod:`.plots`: figures in the style of the paper's Figs. 4-14.
 - :mod:`.targets`: the project's performance targets checked against measured numbers.
-- :mod:`.node_bench`: end-to-end latency of the ROS node.
+- :mod:`.node_bench`, :mod:`.node_driver`: end-to-end latency of the ROS node.
+- :mod:`.reliability`, :mod:`.reliability_harness`, :mod:`.reliability_matrix`: the node as its
+  own process under floods, a soak and malformed messages.
+- :mod:`.publish_cost`: what publishing the node's outputs costs in Python.
 """

@@ -19,6 +19,7 @@ partitions, not only cluster counts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .peers import canonical_partition
+from .rows import Outcome, ResultRow
 
 #: Environment variable naming the peer program.
 ARBORX_ENV = "ARBORX_EC"
@@ -40,7 +42,7 @@ ARBORX_EPS: tuple[float, ...] = (0.3, 0.5, 1.0)
 #: Its implementations, in its order, and the names of their rows here.
 ARBORX_IMPLS: tuple[str, ...] = ("FDBSCAN", "FDBSCAN-DenseBox")
 ROW_NAMES: dict[str, str] = {impl: f"arborx-{impl}" for impl in ARBORX_IMPLS}
-#: The implementation issue 11's targets compare against.
+#: The implementation the targets compare against.
 DENSEBOX = "FDBSCAN-DenseBox"
 DENSEBOX_ROW = ROW_NAMES[DENSEBOX]
 #: Warm-up runs the program makes before its REPS timed ones (fixed in the program).
@@ -225,20 +227,22 @@ class ArborxPeer:
                 "arborx_timeout_s": self.timeout_s}  # fmt: skip
 
     def rows(
-        self, points: np.ndarray, d_th: float, oracle: np.ndarray | None, base: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        """The two peer rows for ``points`` at ``d_th`` (``base``: the case's common fields);
+        self, points: np.ndarray, d_th: float, oracle: np.ndarray | None, base: ResultRow
+    ) -> list[ResultRow]:
+        """The two peer rows for ``points`` at ``d_th`` (``base``: a row with the case's fields);
         ``oracle``: canonical labels to compare partitions with."""
-        rows = [{**base, "impl": ROW_NAMES[impl], "kind": "gpu-peer", "backend": "arborx"}
-                for impl in ARBORX_IMPLS]  # fmt: skip
+        rows = [
+            dataclasses.replace(base, impl=ROW_NAMES[impl], kind="gpu-peer", backend="arborx")
+            for impl in ARBORX_IMPLS
+        ]
         if self.binary is None:
             for row in rows:
-                row.update(status="not run", reason=f"not run: {self.reason}")
+                row.fail(Outcome("not run", f"not run: {self.reason}"))
             return rows
         finite = np.isfinite(points).all(axis=1)
         run, eps = self._run_for(np.ascontiguousarray(points[finite]), d_th)
         for impl, row in zip(ARBORX_IMPLS, rows, strict=True):
-            row.update(self._fields(run, eps, impl, finite, oracle))
+            self._fill(row, run, eps, impl, finite, oracle)
         return rows
 
     def _run_for(self, points: np.ndarray, d_th: float) -> tuple[ArborxRun, float]:
@@ -256,52 +260,47 @@ class ArborxPeer:
         self._runs.append(run)
         return run, plan.eps
 
-    def _fields(
+    def _fill(
         self,
+        row: ResultRow,
         run: ArborxRun,
         eps: float,
         impl: str,
         finite: np.ndarray,
         oracle: np.ndarray | None,
-    ) -> dict[str, Any]:
-        fields: dict[str, Any] = {
-            "device": "cuda (ArborX program)",
-            "arborx_eps": eps,
-            "arborx_scale": run.scale,
-            "arborx_exact_scaling": run.exact,
-            "arborx_wall_s": round(run.wall_s, 3),
-        }
+    ) -> None:
+        """Fill ``row`` with what ``run`` printed and wrote for ``impl`` at ``eps``."""
+        row.device = "cuda (ArborX program)"
+        row.arborx_eps = eps
+        row.arborx_scale = run.scale
+        row.arborx_exact_scaling = run.exact
+        row.arborx_wall_s = round(run.wall_s, 3)
         found = [r for r in run.rows if r.impl == impl and abs(r.eps - eps) < 1e-9]
         if not found:
             why = run.problem or "the program printed no row for it"
-            fields.update(status="error", reason=f"ArborX {impl} at eps {eps:g}: {why}")
-            return fields
-        row = found[0]
-        fields.update(
-            status="ok",
-            warmup=ARBORX_WARMUP,
-            repeats=self.reps,
-            median_ms=row.e2e_med,  # copy in + cluster + labels back: NumPy in -> labels out
-            device_median_ms=row.dev_med,
-            device_min_ms=row.dev_min,
-            device_max_ms=row.dev_max,
-            h2d_median_ms=row.h2d_med,
-            clusters=row.clusters,
-        )
+            row.fail(Outcome("error", f"ArborX {impl} at eps {eps:g}: {why}"))
+            return
+        printed = found[0]
+        row.status = "ok"
+        row.warmup = ARBORX_WARMUP
+        row.repeats = self.reps
+        row.median_ms = printed.e2e_med  # copy in + cluster + labels back: NumPy in -> labels out
+        row.device_median_ms = printed.dev_med
+        row.device_min_ms = printed.dev_min
+        row.device_max_ms = printed.dev_max
+        row.h2d_median_ms = printed.h2d_med
+        row.clusters = printed.clusters
         labels = run.labels.get((impl, eps))
         if labels is not None:
             full = np.full(len(finite), -1, dtype=np.int64)
             full[finite] = component_ids(labels)
             partition = canonical_partition(full)
-            fields["clusters"] = int(partition.max(initial=-1)) + 1
-            fields["matches_oracle"] = (
-                None if oracle is None else bool(np.array_equal(partition, oracle))
-            )
+            row.clusters = int(partition.max(initial=-1)) + 1
+            row.matches_oracle = None if oracle is None else bool(np.array_equal(partition, oracle))
         if oracle is not None:
-            fields["clusters_match_oracle"] = row.clusters == int(oracle.max(initial=-1)) + 1
+            row.clusters_match_oracle = printed.clusters == int(oracle.max(initial=-1)) + 1
         if not run.exact:
-            fields["note"] = (
+            row.note = (
                 f"coordinates scaled by 1/d_th onto eps {eps:g} and rounded to float32: boundary "
                 "pairs may differ"
             )
-        return fields

@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ..tools.synthetic import FACTORS, TABLE2_EXPERIMENTS, Table2Experiment, synthetic_cloud
+from gpu_euclidean_cluster.tools.synthetic import (
+    FACTORS,
+    TABLE2_EXPERIMENTS,
+    Table2Experiment,
+    synthetic_cloud,
+)
 
 #: ``--quick``: the four experiments of Table 2 on clouds small enough for a CPU-only CI run.
 QUICK_TABLE2: Mapping[str, Table2Experiment] = MappingProxyType(
@@ -70,7 +75,8 @@ class CaseData:
     Attributes:
         truth: the exact partition (synthetic clouds, known answers), else None.
         truth_name: what ``truth`` is, written as the rows' ``oracle`` (default ``ground-truth``).
-        extra: facts measured on the cloud (e.g. its mean degree), written with every row.
+        extra: facts measured on the cloud (e.g. its mean degree), written with every row (its
+            keys are fields of :class:`~.rows.ResultRow`).
     """
 
     points: np.ndarray
@@ -90,7 +96,9 @@ class Case:
             ``point_distance``), ``frames`` or ``stress``.
         variable: the swept quantity (``size``, ``clusters``, ``degree``, ``distance``, ``d_th``).
         value: its value in this case.
-        params: everything else that defines the case (written with each result row).
+        params: everything else that defines the case, written with each result row (its keys
+            are fields of :class:`~.rows.ResultRow`: the synthetic factors, the frame, the
+            stress case).
         expected_pairs: neighbour pairs expected (for the CPU skip rule), None when unknown.
         load: builds the cloud.
         skip: implementations not run on this case, with the reason (recorded as ``skipped``).
@@ -180,6 +188,6 @@ def _frame_case(path: Path, d_th: float) -> Case:
 
 def read_frame(path: Path) -> np.ndarray:
     """The (N, 3) float32 points of a frame file (format from its name, see ``pointcloud_io``)."""
-    from ..pointcloud_io import load_points
+    from gpu_euclidean_cluster.pointcloud_io import load_points
 
     return load_points(path).xyz

@@ -1,6 +1,7 @@
-"""``gpu-euclidean-cluster bench``: reproduce the paper's experiments beside CPU peers.
+"""``python -m benchmarks``: reproduce the paper's experiments beside CPU and GPU peers.
 
-Sub-commands (each writes into ``--output DIR``):
+Run from a checkout (the repository root on ``PYTHONPATH``, or as the working directory); the
+benchmarks are no part of the installed package. Sub-commands (each writes into ``--output DIR``):
 
 - ``synthetic``: the four experiments of Table 2 for every method x search combination.
 - ``frames``: the real frames of ``$LIDAR_DATA_DIR`` at d_th 0.3 / 0.5 / 1.0 m, with ArborX's
@@ -8,7 +9,11 @@ Sub-commands (each writes into ``--output DIR``):
 - ``stress``: dense, huge and high-degree clouds (identical points, a 2 m cube, kitti_000001 at
   5 / 20 / 100 m, 2 M points, mean degree 1 000 and 10 000): time, peak GPU memory, correctness.
 - ``node``: end-to-end latency and the highest sustained rate of the ROS node.
+- ``reliability``: the node as its own process under floods, a soak and malformed messages.
 - ``plot`` / ``targets``: redraw the figures / re-check the targets from the files in DIR.
+
+Expected failures (a bad option, a missing runtime, a driver that failed) print one line,
+``python -m benchmarks: error: <reason>``, and exit with status 2.
 """
 
 from __future__ import annotations
@@ -16,30 +21,70 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.config import BACKENDS, DEFAULT_BACKEND, METHODS, SEARCHES
-from ..ros.qos import RELIABILITIES
-from .errors import CommandError
+from gpu_euclidean_cluster.core.config import BACKENDS, DEFAULT_BACKEND, METHODS, SEARCHES
+from gpu_euclidean_cluster.ros.qos import RELIABILITIES
+
+from .errors import BenchError
 
 if TYPE_CHECKING:
-    from ..bench.node_bench import NodeBenchOptions
+    from .node_bench import NodeBenchOptions
+    from .rows import NodeReport, ResultRow
+    from .runner import Settings
 
 log = logging.getLogger(__name__)
 
+PROG = "python -m benchmarks"
 ALL = "all"
+#: Every sub-command's help ends with this list (argparse shows it under each one's --help).
+SUBCOMMANDS_EPILOG = (
+    __doc__.split("Sub-commands (each writes into ``--output DIR``):")[1]
+    .split("\n\nExpected failures")[0]
+    .replace("``", "")
+)
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="benchmark the GPU methods against CPU and GPU peers (paper's Section 5, issue 11)",
-        description=__doc__.split("\n\n", 1)[1].replace("``", ""),
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Benchmark the GPU methods against CPU and GPU peers (the paper's Section 5) "
+        "and check the project's targets. Sub-commands (each writes into --output DIR):"
+        + SUBCOMMANDS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="SUBCOMMAND")
+    add_subcommands(sub)
+    for subparser in sub.choices.values():
+        subparser.epilog = f"sub-commands of {PROG}:{SUBCOMMANDS_EPILOG}"
+        subparser.formatter_class = argparse.RawDescriptionHelpFormatter
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the sub-command; its exit status (2: an expected failure)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.run(args) or 0)
+    except (BenchError, ValueError, OSError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
+    """Register every sub-command on ``sub``."""
     synthetic = sub.add_parser(
         "synthetic", help="Table 2 sweeps (size, clusters, degree, distance)"
     )
@@ -113,12 +158,12 @@ def _add_data_dir_option(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-#: ``bench stress`` measures these by default: the fused union-find (also device-resident), its ES
+#: ``stress`` measures these by default: the fused union-find (also device-resident), its ES
 #: variant, and the paper's methods as the library runs them (they refuse the dense clouds).
 STRESS_METHODS = "RS-union_find,RS-union_find+dev,ES-union_find,RS-edge+pj,RS-vertex+pj,RS-matrix"
-#: ``bench stress``: exhaustive search only on clouds up to this size (O(N^2): 2 M points ~3 s).
+#: ``stress``: exhaustive search only on clouds up to this size (O(N^2): 2 M points ~3 s).
 STRESS_GPU_ES_MAX_POINTS = 300_000
-#: ``bench stress --quick``: the paper's methods get this memory budget, so that the tiny dense
+#: ``stress --quick``: the paper's methods get this memory budget, so that the tiny dense
 #: clouds are refused on the CPU as the full-size ones are on the GPU.
 QUICK_STRESS_MEMORY_BUDGET = 4 << 20
 
@@ -167,8 +212,8 @@ def _add_arborx_options(parser: argparse.ArgumentParser, reps: int) -> None:
 def _add_measure_options(
     parser: argparse.ArgumentParser, methods: str = "all", peers: str = "all"
 ) -> None:
-    from ..bench.peers import peer_names
-    from ..bench.runner import Settings
+    from .peers import peer_names
+    from .runner import Settings
 
     d = Settings()
     _add_output_option(parser)
@@ -254,7 +299,7 @@ def _add_measure_options(
 
 
 def _add_node_options(parser: argparse.ArgumentParser) -> None:
-    from ..bench.node_bench import NodeBenchOptions
+    from .node_bench import NodeBenchOptions
 
     d = NodeBenchOptions()
     _add_output_option(parser)
@@ -302,7 +347,7 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_synthetic(args: argparse.Namespace) -> int:
-    from ..bench.cases import EXPERIMENTS, synthetic_cases
+    from .cases import EXPERIMENTS, synthetic_cases
 
     experiments = list(EXPERIMENTS) if args.experiments == ALL else _split(args.experiments)
     cases = synthetic_cases(experiments, args.quick, args.seed)
@@ -310,40 +355,40 @@ def run_synthetic(args: argparse.Namespace) -> int:
 
 
 def run_frames(args: argparse.Namespace) -> int:
-    from ..bench.cases import data_dir, frame_cases
+    from .cases import data_dir, frame_cases
 
     try:
         cases = frame_cases(args.data_dir or data_dir(), args.quick)
     except FileNotFoundError as error:
-        raise CommandError(str(error)) from error
+        raise BenchError(str(error)) from error
     return _measure(args, "frames", cases)
 
 
 def run_stress(args: argparse.Namespace) -> int:
-    from ..bench.cases import data_dir
-    from ..bench.stress import STRESS_NAMES, stress_cases
+    from .cases import data_dir
+    from .stress import STRESS_NAMES, stress_cases
 
     names = list(STRESS_NAMES) if args.cases == ALL else _split(args.cases)
     try:
         cases = stress_cases(names, args.quick, args.data_dir or data_dir())
     except ValueError as error:
-        raise CommandError(str(error)) from error
+        raise BenchError(str(error)) from error
     return _measure(args, "stress", cases)
 
 
 def run_node(args: argparse.Namespace) -> int:
-    from ..bench.node_bench import run_node_bench
+    from .node_bench import run_node_bench
 
-    result = run_node_bench(node_options(args))
+    report = run_node_bench(node_options(args))
     args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "node.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.output / "node.json").write_text(json.dumps(report.as_dict(), indent=1) + "\n")
     print(f"wrote {args.output / 'node.json'}")
     _report_targets(args.output)
     return 0
 
 
 def _add_reliability_options(parser: argparse.ArgumentParser) -> None:
-    from ..bench.reliability import ReliabilityOptions
+    from .reliability import ReliabilityOptions
 
     d = ReliabilityOptions()
     _add_output_option(parser)
@@ -352,11 +397,15 @@ def _add_reliability_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--frame", type=Path, default=None, help="cloud file to send")
     parser.add_argument(
-        "--soak-frames", type=int, default=d.soak_frames,
+        "--soak-frames",
+        type=int,
+        default=d.soak_frames,
         help=f"frames of the soak (default {d.soak_frames})",
     )
     parser.add_argument(
-        "--flood-duration-s", type=float, default=d.flood_duration_s,
+        "--flood-duration-s",
+        type=float,
+        default=d.flood_duration_s,
         help=f"seconds per flood step (default {d.flood_duration_s:g})",
     )
     parser.add_argument(
@@ -365,38 +414,42 @@ def _add_reliability_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_reliability(args: argparse.Namespace) -> int:
-    from ..bench.reliability import (
+    from .reliability import (
         QUICK_OPTIONS,
         ReliabilityOptions,
         format_reliability,
         run_reliability,
     )
 
-    options = QUICK_OPTIONS if args.quick else ReliabilityOptions(
-        backend=args.backend,
-        frame=args.frame,
-        soak_frames=args.soak_frames,
-        flood_duration_s=args.flood_duration_s,
-        log_dir=args.output / "reliability_logs",
+    options = (
+        QUICK_OPTIONS
+        if args.quick
+        else ReliabilityOptions(
+            backend=args.backend,
+            frame=args.frame,
+            soak_frames=args.soak_frames,
+            flood_duration_s=args.flood_duration_s,
+            log_dir=args.output / "reliability_logs",
+        )
     )
     report = run_reliability(options)
     args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "reliability.json").write_text(json.dumps(report, indent=1) + "\n")
+    (args.output / "reliability.json").write_text(json.dumps(report.as_dict(), indent=1) + "\n")
     print(format_reliability(report))
     print(f"wrote {args.output / 'reliability.json'}")
-    return 0 if report["passed"] else 1
+    return 0 if report.passed else 1
 
 
 def node_options(args: argparse.Namespace) -> NodeBenchOptions:
-    """The typed options of ``bench node`` (``--quick``: the CI set, other options ignored)."""
-    from ..bench.node_bench import QUICK_OPTIONS, NodeBenchOptions
+    """The typed options of ``node`` (``--quick``: the CI set, other options ignored)."""
+    from .node_bench import QUICK_OPTIONS, NodeBenchOptions
 
     if args.quick:
         return QUICK_OPTIONS
     try:
         rates = tuple(sorted(float(r) for r in args.rates.split(",") if r.strip()))
     except ValueError as error:
-        raise CommandError(f"--rates must be comma-separated numbers: {error}") from error
+        raise BenchError(f"--rates must be comma-separated numbers: {error}") from error
     return NodeBenchOptions(
         rates_hz=rates,
         duration_s=args.duration_s,
@@ -410,11 +463,11 @@ def node_options(args: argparse.Namespace) -> NodeBenchOptions:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from ..bench.plots import plot_results
+    from .plots import plot_results
 
     rows = _all_rows(args.output)
     if not rows:
-        raise CommandError(f"no {', '.join(f'{n}.json' for n in RESULT_FILES)} in {args.output}")
+        raise BenchError(f"no {', '.join(f'{n}.json' for n in RESULT_FILES)} in {args.output}")
     for path in plot_results(rows, args.output):
         print(f"wrote {path}")
     return 0
@@ -426,12 +479,13 @@ def run_targets(args: argparse.Namespace) -> int:
 
 
 def _measure(args: argparse.Namespace, name: str, cases: list[Any]) -> int:
-    from ..bench.environment import python_command, run_metadata
-    from ..bench.plots import plot_results
-    from ..bench.results import ResultStore
-    from ..bench.runner import CaseRunner
-    from ..bench.suite import run_cases
-    from ..clusterer import make_backend
+    from gpu_euclidean_cluster.clusterer import make_backend
+
+    from .environment import python_command, run_metadata
+    from .plots import plot_results
+    from .results import ResultStore
+    from .runner import CaseRunner
+    from .suite import run_cases
 
     settings = _settings(args, name)
     backend_name = "cpu" if args.quick else args.backend
@@ -440,7 +494,7 @@ def _measure(args: argparse.Namespace, name: str, cases: list[Any]) -> int:
     backend = make_backend(backend_name, args.device_id)
     arborx = _arborx(args) if hasattr(args, "no_arborx") else None
     runner = CaseRunner(backend, _methods(args.methods), _peers(args.peers), settings, arborx)
-    meta = run_metadata(python_command(), backend.name)
+    meta = run_metadata(python_command(), backend)
     recorded = {**settings.as_dict(), **(arborx.settings() if arborx else {})}
     store = ResultStore(args.output, name, meta, recorded)
     log.info(
@@ -448,7 +502,7 @@ def _measure(args: argparse.Namespace, name: str, cases: list[Any]) -> int:
         name,
         len(cases),
         ", ".join(runner.implementations()),
-        meta["device"],
+        meta.device,
     )
     run_cases(cases, runner, store, args.resume)
     print(f"wrote {store.json_path} and {store.csv_path} ({len(store.rows)} rows)")
@@ -461,27 +515,27 @@ def _measure(args: argparse.Namespace, name: str, cases: list[Any]) -> int:
 
 #: ``--quick``: one warm-up, two repeats, and exhaustive search on the CPU only on tiny clouds.
 QUICK_SETTINGS = {"warmup": 1, "repeats": 2, "budget_s": 0.5, "peer_warmup": 0,
-                  "cpu_es_max_points": 4096}  # fmt: skip
+                  "cpu_es_max_points": 4096, "quick": True}  # fmt: skip
 
 
-def _settings(args: argparse.Namespace, name: str = "") -> Any:
-    from ..bench.runner import Settings
-    from ..bench.stress import STRESS_ORACLE_MAX_POINTS
+def _settings(args: argparse.Namespace, name: str = "") -> Settings:
+    from .runner import Settings
+    from .stress import STRESS_ORACLE_MAX_POINTS
 
     for option in ("repeats", "cpu_max_points", "cpu_max_pairs", "cpu_es_max_points"):
         if getattr(args, option) < 1:
-            raise CommandError(f"--{option.replace('_', '-')} must be >= 1")
+            raise BenchError(f"--{option.replace('_', '-')} must be >= 1")
     for option in ("warmup", "peer_warmup", "gpu_es_max_points"):
         if getattr(args, option, 0) < 0:
-            raise CommandError(f"--{option.replace('_', '-')} must be >= 0")
+            raise BenchError(f"--{option.replace('_', '-')} must be >= 0")
     if not args.budget_s > 0:
-        raise CommandError("--budget-s must be > 0")
+        raise BenchError("--budget-s must be > 0")
     if getattr(args, "memory_budget", None) is not None and args.memory_budget < 1:
-        raise CommandError("--memory-budget must be >= 1 byte")
+        raise BenchError("--memory-budget must be >= 1 byte")
     if hasattr(args, "arborx_reps") and args.arborx_reps < 1:
-        raise CommandError("--arborx-reps must be >= 1")
+        raise BenchError("--arborx-reps must be >= 1")
     if hasattr(args, "arborx_timeout_s") and not args.arborx_timeout_s > 0:
-        raise CommandError("--arborx-timeout-s must be > 0")
+        raise BenchError("--arborx-timeout-s must be > 0")
     defaults = Settings()
     values = {
         field: getattr(args, field, getattr(defaults, field))
@@ -499,7 +553,7 @@ def _settings(args: argparse.Namespace, name: str = "") -> Any:
 def _arborx(args: argparse.Namespace) -> Any:
     """The ArborX peer (its rows say "not run: $ARBORX_EC not set" without the program); None
     with ``--no-arborx``: no ArborX rows at all."""
-    from ..bench.arborx import ArborxPeer
+    from .arborx import ArborxPeer
 
     if args.no_arborx:
         return None
@@ -510,7 +564,7 @@ def _arborx(args: argparse.Namespace) -> Any:
 
 
 def _methods(value: str) -> list[Any]:
-    from ..bench.runner import GPU_VARIANTS
+    from .runner import GPU_VARIANTS
 
     by_name = {variant.name: variant for variant in GPU_VARIANTS}
     if value == ALL:
@@ -520,12 +574,12 @@ def _methods(value: str) -> list[Any]:
     names = _split(value)
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise CommandError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+        raise BenchError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     return [by_name[n] for n in names]
 
 
 def _peers(value: str) -> list[Any]:
-    from ..bench.peers import peer_names, select_peers, unavailable_reason
+    from .peers import peer_names, select_peers, unavailable_reason
 
     if value == "none":
         return []
@@ -539,11 +593,11 @@ def _peers(value: str) -> list[Any]:
     try:
         peers = select_peers(names)
     except ValueError as error:
-        raise CommandError(str(error)) from error
+        raise BenchError(str(error)) from error
     for name in names:
         reason = unavailable_reason(name)
         if reason:
-            raise CommandError(f"CPU peer {name} asked for, but {reason}")
+            raise BenchError(f"CPU peer {name} asked for, but {reason}")
     return peers
 
 
@@ -555,24 +609,29 @@ def _split(value: str) -> list[str]:
 RESULT_FILES = ("synthetic", "frames", "stress")
 
 
-def _all_rows(directory: Path) -> list[dict[str, Any]]:
-    from ..bench.results import load_results
+def _all_rows(directory: Path) -> list[ResultRow]:
+    from .results import load_results
 
-    rows: list[dict[str, Any]] = []
+    rows: list[ResultRow] = []
     for name in RESULT_FILES:
         path = directory / f"{name}.json"
         if path.is_file():
-            rows += load_results(path)["rows"]
+            rows += load_results(path).rows
     return rows
+
+
+def _node_report(directory: Path) -> NodeReport | None:
+    from .rows import NodeReport
+
+    path = directory / "node.json"
+    return NodeReport.from_dict(json.loads(path.read_text())) if path.is_file() else None
 
 
 def _report_targets(directory: Path) -> None:
     """Print the targets section and write it to DIR/targets.json."""
-    from ..bench.targets import check_targets, format_targets
+    from .targets import check_targets, format_targets
 
-    node_path = directory / "node.json"
-    node = json.loads(node_path.read_text()) if node_path.is_file() else None
-    checks = check_targets(_all_rows(directory), node)
+    checks = check_targets(_all_rows(directory), _node_report(directory))
     print(format_targets(checks))
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "targets.json").write_text(

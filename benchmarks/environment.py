@@ -1,4 +1,7 @@
-"""What a benchmark run was measured on: machine, GPU, software versions, command, git commit."""
+"""What a benchmark run was measured on: machine, device, software versions, command, git commit.
+
+The device is described by the backend itself (``Backend.describe``).
+"""
 
 from __future__ import annotations
 
@@ -10,37 +13,41 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy
 
+from .rows import RunMeta
 
-def run_metadata(argv: Sequence[str], backend: str) -> dict[str, Any]:
-    """A JSON-ready description of this run: date, command, git commit, CPU, GPU, versions.
+if TYPE_CHECKING:
+    from gpu_euclidean_cluster.clusterer import Backend
+
+
+def run_metadata(argv: Sequence[str], backend: Backend) -> RunMeta:
+    """A description of this run: date, command, git commit, CPU, device, versions.
 
     Args:
         argv: the command line as typed (``sys.argv``).
-        backend: the backend the GPU methods run on (``cuda`` or ``cpu``).
+        backend: the backend the GPU methods (or the node) run on; it describes its device.
     """
-    meta: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(argv),
-        "git_commit": git_commit(),
-        "hostname": platform.node(),
-        "cpu_model": cpu_model(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "backend": backend,
-    }
-    meta.update(gpu_metadata() if backend == "cuda" else _no_gpu())
-    return meta
+    return RunMeta.describing(
+        backend.describe(),
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        command=shlex.join(argv),
+        git_commit=git_commit(),
+        hostname=platform.node(),
+        cpu_model=cpu_model(),
+        python=platform.python_version(),
+        numpy=np.__version__,
+        scipy=scipy.__version__,
+        backend=backend.name,
+    )
 
 
 def git_commit() -> str | None:
-    """The commit of the checkout this package runs from (``-dirty`` if modified), else None."""
-    root = Path(__file__).resolve().parents[2]
+    """The commit of the checkout the benchmarks run from (``-dirty`` if modified), else None."""
+    root = Path(__file__).resolve().parents[1]
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty", "--abbrev=40"],
@@ -67,45 +74,9 @@ def cpu_model() -> str:
     return f"{name} ({os.cpu_count()} cores)"
 
 
-def gpu_metadata(device_id: int = 0) -> dict[str, Any]:
-    """GPU name, memory, driver, CUDA runtime and CuPy versions, read through CuPy."""
-    import cupy
-
-    runtime = cupy.cuda.runtime
-    props = runtime.getDeviceProperties(device_id)
-    name = props["name"]
-    return {
-        "device": name.decode() if isinstance(name, bytes) else str(name),
-        "gpu_memory_bytes": int(props["totalGlobalMem"]),
-        "driver_version": _cuda_version_string(runtime.driverGetVersion()),
-        "cuda_runtime_version": _cuda_version_string(runtime.runtimeGetVersion()),
-        "cupy": cupy.__version__,
-    }
-
-
-def _no_gpu() -> dict[str, Any]:
-    return {
-        "device": "cpu",
-        "gpu_memory_bytes": None,
-        "driver_version": None,
-        "cuda_runtime_version": None,
-        "cupy": _cupy_version(),
-    }
-
-
-def _cupy_version() -> str | None:
-    try:
-        import cupy
-    except Exception:  # CuPy absent or broken: no version to report
-        return None
-    return str(cupy.__version__)
-
-
-def _cuda_version_string(version: int) -> str:
-    """CUDA's integer version (e.g. 12040) as ``12.4``."""
-    return f"{version // 1000}.{(version % 1000) // 10}"
-
-
 def python_command() -> list[str]:
-    """``sys.argv`` as the user typed it (the console script's name first)."""
+    """The command line as the user typed it: ``python -m benchmarks ...`` when run as the
+    package, else the script's name first."""
+    if Path(sys.argv[0]).name == "__main__.py":
+        return ["python", "-m", Path(sys.argv[0]).parent.name, *sys.argv[1:]]
     return [Path(sys.argv[0]).name, *sys.argv[1:]]

@@ -1,8 +1,9 @@
 """End-to-end benchmark of the ROS node: receive -> publish latency and the highest clean rate.
 
-An :class:`EuclideanClusterNode` runs in this process; a driver process (:mod:`.node_driver`)
-publishes the same real frame (a fresh ``header.stamp`` each time) on ``input/points``, first
-:data:`WARMUP_FRAMES` slow warm-up frames, then ``duration * rate`` frames at the step's rate.
+An :class:`~gpu_euclidean_cluster.ros.node.EuclideanClusterNode` runs in this process; a
+driver process (:mod:`.node_driver`) publishes the same real frame (a fresh ``header.stamp`` each
+time) on ``input/points``, first :data:`WARMUP_FRAMES` slow warm-up frames, then
+``duration * rate`` frames at the step's rate.
 Each rate step gets a fresh node, so its counters and latency window cover that step only; the
 backend is warmed up in-process (kernels compiled, memory pool filled) before the first step.
 Rates go up until a step drops frames. Per step:
@@ -33,15 +34,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.config import DEFAULT_BACKEND, DEFAULT_CONFIG, ClusterConfig
-from ..ros.frame_stats import STAGES, StatsSnapshot
-from ..ros.qos import DEFAULT_RELIABILITY
+from gpu_euclidean_cluster.core.config import DEFAULT_BACKEND, DEFAULT_CONFIG, ClusterConfig
+from gpu_euclidean_cluster.ros.frame_stats import STAGES, StatsSnapshot
+from gpu_euclidean_cluster.ros.qos import DEFAULT_RELIABILITY
+
 from .cases import data_dir
 from .errors import BenchError
 from .node_driver import (
@@ -52,7 +54,11 @@ from .node_driver import (
     DriveRequest,
     drive,
 )
+from .rows import NodeReport, NodeStep
 from .stats import median, p99
+
+if TYPE_CHECKING:
+    from gpu_euclidean_cluster.clusterer import Backend
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +113,7 @@ def load_frame(options: NodeBenchOptions) -> tuple[np.ndarray, str]:
     ``--frame FILE``; else the default frame of ``$LIDAR_DATA_DIR``; else, when that is absent,
     a simulated sweep (HDL-64E, or VLP-16 with ``--quick``) of the simulator's street scene.
     """
-    from ..pointcloud_io import load_points
+    from gpu_euclidean_cluster.pointcloud_io import load_points
 
     if options.frame is not None:
         return load_points(options.frame).xyz, options.frame.name
@@ -121,13 +127,13 @@ def load_frame(options: NodeBenchOptions) -> tuple[np.ndarray, str]:
 
 def simulated_frame(sensor: str) -> np.ndarray:
     """One sweep of ``sensor`` over the simulator's street scene (seed 0)."""
-    from ..tools.simulation import LidarSimulator, get_sensor, street_scene
+    from gpu_euclidean_cluster.tools.simulation import LidarSimulator, get_sensor, street_scene
 
     return LidarSimulator(get_sensor(sensor), seed=0).scan(street_scene(seed=0)).xyz
 
 
-def run_node_bench(options: NodeBenchOptions) -> dict[str, Any]:
-    """The ``bench node`` sub-command: measure every rate step, return a JSON-ready result."""
+def run_node_bench(options: NodeBenchOptions) -> NodeReport:
+    """The ``node`` sub-command: measure every rate step, in-process then cross-process."""
     from .environment import python_command, run_metadata
 
     # Validate the clustering options before ROS starts (ConfigError names the bad value).
@@ -135,42 +141,43 @@ def run_node_bench(options: NodeBenchOptions) -> dict[str, Any]:
     try:
         import rclpy  # noqa: F401 - the node benchmark needs the ROS 2 Python runtime
     except ImportError as error:
-        raise BenchError(f"bench node needs rclpy ({error})") from error
+        raise BenchError(f"the node benchmark needs rclpy ({error})") from error
     xyz, frame = load_frame(options)
-    steps = measure_rates(xyz, frame, options)
-    backend = steps[0]["backend"] if steps else options.backend
-    cross = measure_rates_cross_process(xyz, frame, options, backend)
-    return {
-        "meta": run_metadata(python_command(), backend),
-        "options": {**options.__dict__, "rates_hz": list(options.rates_hz), "frame": frame},
-        "steps": steps,
-        "max_rate_no_drops_hz": max_clean_rate(steps),
-        "cross_process_steps": cross,
-        "max_rate_no_drops_cross_process_hz": max_clean_rate(cross),
-    }
+    backend = _warm_backend(xyz, options)
+    steps = measure_rates(xyz, frame, options, backend.name)
+    cross = measure_rates_cross_process(xyz, frame, options, backend.name)
+    return NodeReport(
+        meta=run_metadata(python_command(), backend),
+        options={**asdict(options), "rates_hz": list(options.rates_hz), "frame": frame},
+        steps=steps,
+        max_rate_no_drops_hz=max_clean_rate(steps),
+        cross_process_steps=cross,
+        max_rate_no_drops_cross_process_hz=max_clean_rate(cross),
+    )
 
 
-def max_clean_rate(steps: list[dict[str, Any]]) -> float | None:
+def max_clean_rate(steps: list[NodeStep]) -> float | None:
     """The highest rate of a step that sent at its rate and dropped nothing (None if none did)."""
     clean = [
-        s["rate_hz"]
+        s.rate_hz
         for s in steps
-        if s["dropped"] == 0 and s["sent_rate_hz"] >= MIN_SEND_FRACTION * s["rate_hz"]
+        if s.dropped == 0 and s.sent_rate_hz >= MIN_SEND_FRACTION * s.rate_hz
     ]
     return max(clean) if clean else None
 
 
-def measure_rates(xyz: np.ndarray, frame: str, options: NodeBenchOptions) -> list[dict[str, Any]]:
+def measure_rates(
+    xyz: np.ndarray, frame: str, options: NodeBenchOptions, backend: str
+) -> list[NodeStep]:
     """Run the rate steps in ascending order, stopping after the first one with drops."""
     import rclpy
 
-    from ..ros.transport import configure_transport
+    from gpu_euclidean_cluster.ros.transport import configure_transport
 
     log.info(configure_transport())  # the node here publishes ~2 MB clouds to the driver
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
-        backend = _warm_up(xyz, options)
         return _rate_steps(
             xyz, frame, options, backend, "bench_node", lambda r: _run_step(context, r, options)
         )
@@ -178,23 +185,24 @@ def measure_rates(xyz: np.ndarray, frame: str, options: NodeBenchOptions) -> lis
         rclpy.try_shutdown(context=context)
 
 
-def _warm_up(xyz: np.ndarray, options: NodeBenchOptions) -> str:
-    """Cluster the frame twice in this process (compiles kernels); return the backend's name."""
-    from ..clusterer import EuclideanClusterer
+def _warm_backend(xyz: np.ndarray, options: NodeBenchOptions) -> Backend:
+    """Cluster the frame twice in this process (compiles kernels, fills the memory pool, as the
+    node's start-up does); return the backend the node resolves ``options.backend`` to."""
+    from gpu_euclidean_cluster.clusterer import EuclideanClusterer
 
     config = ClusterConfig(d_th=options.d_th, method=options.method, search=options.search)  # type: ignore[arg-type]
     clusterer = EuclideanClusterer(config, backend=options.backend)
     for _ in range(2):
         clusterer.cluster(xyz)
-    return clusterer.backend.name
+    return clusterer.backend
 
 
-def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) -> dict[str, Any]:
+def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) -> NodeStep:
     """One rate step: a fresh node here, the driver in a child process."""
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
-    from ..ros.node import EuclideanClusterNode
+    from gpu_euclidean_cluster.ros.node import EuclideanClusterNode
 
     node = EuclideanClusterNode(
         namespace=request.namespace,
@@ -220,7 +228,7 @@ def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) ->
         node.destroy_node()
 
 
-def _measure_step(request: DriveRequest, settled: Callable[[], Any]) -> dict[str, Any]:
+def _measure_step(request: DriveRequest, settled: Callable[[], Any]) -> NodeStep:
     """Drive one step; the node's counters (``settled()``) before and after the timed frames."""
     baseline: list[Any] = []
     report = _run_driver(request, on_warm=lambda: baseline.append(settled()))
@@ -267,31 +275,29 @@ def _settled_stats(node: Any) -> Any:
     return stats
 
 
-def _step_result(
-    request: DriveRequest, report: DriveReport, before: Any, after: Any
-) -> dict[str, Any]:
+def _step_result(request: DriveRequest, report: DriveReport, before: Any, after: Any) -> NodeStep:
     """Counters of the timed frames (``after - before``) and the latencies."""
     processed = after.processed - before.processed
-    return {
-        "rate_hz": request.rate_hz,
-        "warmup_frames": request.warmup,
-        "sent": request.count,
-        "sent_rate_hz": round(report.sent_rate_hz, 3),
-        "received": after.received - before.received,
-        "processed": processed,
-        "overwritten": after.dropped - before.dropped,
-        "rejected": after.total_rejected - before.total_rejected,
-        "dropped": request.count - processed,
-        "latency_p50_ms": _finite(after.latency_p50_ms),
-        "latency_p99_ms": _finite(after.latency_p99_ms),
-        "stages_ms": {
+    return NodeStep(
+        rate_hz=request.rate_hz,
+        warmup_frames=request.warmup,
+        sent=request.count,
+        sent_rate_hz=round(report.sent_rate_hz, 3),
+        received=after.received - before.received,
+        processed=processed,
+        overwritten=after.dropped - before.dropped,
+        rejected=after.total_rejected - before.total_rejected,
+        dropped=request.count - processed,
+        latency_p50_ms=_finite(after.latency_p50_ms),
+        latency_p99_ms=_finite(after.latency_p99_ms),
+        stages_ms={
             stage: [_finite(p50), _finite(p99)] for stage, (p50, p99) in after.stage_ms.items()
         },
-        "e2e_p50_ms": _finite(median(report.e2e_ms)),
-        "e2e_p99_ms": _finite(p99(report.e2e_ms)),
-        "e2e_max_ms": _finite(max(report.e2e_ms, default=float("nan"))),
-        "warmup_e2e_ms": [round(v, 3) for v in report.warmup_e2e_ms],
-    }
+        e2e_p50_ms=_finite(median(report.e2e_ms)),
+        e2e_p99_ms=_finite(p99(report.e2e_ms)),
+        e2e_max_ms=_finite(max(report.e2e_ms, default=float("nan"))),
+        warmup_e2e_ms=[round(v, 3) for v in report.warmup_e2e_ms],
+    )
 
 
 def _finite(value: float) -> float | None:
@@ -300,10 +306,10 @@ def _finite(value: float) -> float | None:
 
 def measure_rates_cross_process(
     xyz: np.ndarray, frame: str, options: NodeBenchOptions, backend: str
-) -> list[dict[str, Any]]:
+) -> list[NodeStep]:
     """The rate steps against the node as its own process (a fresh one per step)."""
 
-    def measure(request: DriveRequest) -> dict[str, Any]:
+    def measure(request: DriveRequest) -> NodeStep:
         with _NodeProcess(request, options) as node:
             return _measure_step(request, node.settled)
 
@@ -316,8 +322,8 @@ def _rate_steps(
     options: NodeBenchOptions,
     backend: str,
     prefix: str,
-    measure: Callable[[DriveRequest], dict[str, Any]],
-) -> list[dict[str, Any]]:
+    measure: Callable[[DriveRequest], NodeStep],
+) -> list[NodeStep]:
     """``measure`` each rate step in ascending order, stopping after the first with drops.
 
     Cross-process steps (``prefix`` ``bench_node_process``) run in a private ROS domain each.
@@ -334,9 +340,9 @@ def _rate_steps(
             domain_id=_private_domain(index) if prefix == "bench_node_process" else None,
         )
         step = measure(request)
-        step.update(frame=frame, backend=backend, points=len(xyz))
+        step.frame, step.backend, step.points = frame, backend, len(xyz)
         steps.append(step)
-        if step["dropped"]:
+        if step.dropped:
             break
     return steps
 
@@ -372,7 +378,10 @@ class _NodeProcess:
         ]  # fmt: skip
         env = {**os.environ, "ROS_DOMAIN_ID": str(self.request.domain_id)}
         self.process = subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            command,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         self.context = rclpy.Context()

@@ -77,10 +77,10 @@ class _Driver:
         from sensor_msgs.msg import PointCloud2
         from std_msgs.msg import Header
 
-        from ..pointcloud_io.pointcloud2 import from_xyz
-        from ..ros.cloud_messages import cloud_to_message
-        from ..ros.qos import reliability_policy
-        from ..ros.transport import configure_transport
+        from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
+        from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+        from gpu_euclidean_cluster.ros.qos import reliability_policy
+        from gpu_euclidean_cluster.ros.transport import configure_transport
 
         self.request = request
         configure_transport()  # a driver process publishing ~2 MB clouds, like a LiDAR driver
@@ -95,9 +95,7 @@ class _Driver:
             reliability=reliability_policy(request.reliability),
         )
         self.pub = self.node.create_publisher(PointCloud2, "input/points", qos)
-        self.sub = self.node.create_subscription(
-            PointCloud2, OUTPUT_TOPIC, self._on_output, 100
-        )
+        self.sub = self.node.create_subscription(PointCloud2, OUTPUT_TOPIC, self._on_output, 100)
         self.msg = cloud_to_message(from_xyz(request.xyz), Header(frame_id="lidar"))
         self.sent_at: dict[int, float] = {}
         self.arrived_at: dict[int, float] = {}

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..clusterer import EuclideanClusterer
-from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig
-from ..core.neighbour_rule import squared_distance, threshold_sq
-from ..core.numbering import canonical_labels
+from gpu_euclidean_cluster.clusterer import EuclideanClusterer
+from gpu_euclidean_cluster.core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig
+from gpu_euclidean_cluster.core.neighbour_rule import squared_distance, threshold_sq
+from gpu_euclidean_cluster.core.numbering import canonical_labels
 
 #: The radius handed to the kd-tree is enlarged by this factor, then every candidate is checked with
 #: the package's float32 rule, so boundary pairs are decided exactly as PCL and the GPU decide them.
@@ -45,7 +45,8 @@ def cpu_backend_labels(points: np.ndarray, d_th: float, method: str = "edge") ->
     """The package's CPU backend: by default the edge graph from RS and SciPy connected
     components (independent of the GPU's fused method); ``method="union_find"`` for clouds too
     dense for an edge list (its CPU twin, O(N) memory)."""
-    config = ClusterConfig(d_th=d_th, method=method, search="range")  # type: ignore[arg-type]
+    # The oracle runs whatever it takes: no max_work_s refusal.
+    config = ClusterConfig(d_th=d_th, method=method, search="range", max_work_s=None)  # type: ignore[arg-type]
     return EuclideanClusterer(config, backend="cpu").cluster(points).labels
 
 

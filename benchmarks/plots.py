@@ -10,12 +10,17 @@ in the title.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..core.result import STAGES
+from gpu_euclidean_cluster.core.result import STAGES
+
+from .rows import ResultRow
 from .runner import BASELINE_COLUMN
+
+#: The label of a row's group on a figure's x axis.
+Group = Callable[[ResultRow], str]
 
 STAGE_LABELS = {
     "transfer_in": "transfer in",
@@ -26,14 +31,14 @@ STAGE_LABELS = {
 }
 
 
-def plot_results(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+def plot_results(rows: list[ResultRow], directory: Path) -> list[Path]:
     """Draw every figure the rows support into ``directory``; return the PNG paths."""
     import matplotlib
 
     matplotlib.use("Agg")
     written: list[Path] = []
-    for experiment in _unique(r["experiment"] for r in rows):
-        subset = [r for r in rows if r["experiment"] == experiment]
+    for experiment in _unique(r.experiment for r in rows):
+        subset = [r for r in rows if r.experiment == experiment]
         if experiment == "frames":
             written += _frame_figures(subset, directory)
         elif experiment == "stress":
@@ -43,11 +48,11 @@ def plot_results(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
     return written
 
 
-def _sweep_figures(experiment: str, rows: list[dict[str, Any]], directory: Path) -> list[Path]:
+def _sweep_figures(experiment: str, rows: list[ResultRow], directory: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    variable = rows[0]["variable"]
-    impls = _unique(r["impl"] for r in rows)
+    variable = rows[0].variable
+    impls = _unique(r.impl for r in rows)
     paths = []
     for metric, ylabel, suffix in (
         ("median_ms", "median time (ms)", "time"),
@@ -56,15 +61,13 @@ def _sweep_figures(experiment: str, rows: list[dict[str, Any]], directory: Path)
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for impl in impls:
             points = [
-                (r["value"], r[metric])
+                (r.value, r.column(metric))
                 for r in rows
-                if r["impl"] == impl and r.get("status") == "ok" and r.get(metric) is not None
+                if r.impl == impl and r.ok and r.column(metric) is not None
             ]
             if points and not (suffix == "speedup" and impl == "pcl-kdtree"):
                 xs, ys = zip(*sorted(points), strict=True)
-                ax.plot(
-                    xs, ys, _style(impl), label=impl, markersize=4, color=_colour(impl, impls)
-                )
+                ax.plot(xs, ys, _style(impl), label=impl, markersize=4, color=_colour(impl, impls))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(variable)
@@ -77,8 +80,8 @@ def _sweep_figures(experiment: str, rows: list[dict[str, Any]], directory: Path)
     paths.append(
         _stage_figure(
             rows,
-            [str(v) for v in _unique(r["value"] for r in rows)],
-            "value",
+            [str(v) for v in _unique(r.value for r in rows)],
+            lambda r: str(r.value),
             variable,
             f"synthetic {experiment}: stage breakdown",
             directory / f"synthetic_{experiment}_stages.png",
@@ -87,10 +90,10 @@ def _sweep_figures(experiment: str, rows: list[dict[str, Any]], directory: Path)
     return paths
 
 
-def _frame_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
-    rows = [{**row, "frame_case": f"{row['frame'].split('.')[0]}\n{row['d_th']} m"} for row in rows]
+def _frame_figures(rows: list[ResultRow], directory: Path) -> list[Path]:
     return _bar_figures(
         rows,
+        lambda row: f"{(row.frame or row.case).split('.')[0]}\n{row.d_th} m",
         directory,
         "frames",
         "real frames",
@@ -102,13 +105,10 @@ def _frame_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
     )
 
 
-def _stress_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
-    rows = [
-        {**row, "frame_case": f"{row['stress_case']}\n{row['d_th']:g} m\n{row['points']} pts"}
-        for row in rows
-    ]
+def _stress_figures(rows: list[ResultRow], directory: Path) -> list[Path]:
     return _bar_figures(
         rows,
+        lambda row: f"{row.stress_case}\n{row.d_th:g} m\n{row.points} pts",
         directory,
         "stress",
         "stress set",
@@ -121,36 +121,40 @@ def _stress_figures(rows: list[dict[str, Any]], directory: Path) -> list[Path]:
 
 
 def _bar_figures(
-    rows: list[dict[str, Any]],
+    rows: list[ResultRow],
+    group: Group,
     directory: Path,
     prefix: str,
     title: str,
     xlabel: str,
     metrics: tuple[tuple[str, str, str], ...],
 ) -> list[Path]:
-    """One grouped bar chart per metric (groups: ``frame_case``; bars: implementations), then the
-    stage breakdown."""
+    """One grouped bar chart per metric (groups: ``group`` of each row; bars: implementations),
+    then the stage breakdown."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    groups = _unique(r["frame_case"] for r in rows)
-    impls = _unique(r["impl"] for r in rows)
+    groups = _unique(group(r) for r in rows)
+    impls = _unique(r.impl for r in rows)
     paths = []
     for metric, ylabel, suffix in metrics:
         fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(groups)), 4.5))
-        if not any(r.get(metric) is not None for r in rows):
+        if not any(r.column(metric) is not None for r in rows):
             plt.close(fig)
             continue
         shown = [i for i in impls if not (suffix == "speedup" and i == "pcl-kdtree")]
         width = 0.8 / max(len(shown), 1)
         for k, impl in enumerate(shown):
-            values = [_lookup(rows, impl, g, metric) for g in groups]
+            values = [_lookup(rows, impl, g, metric, group) for g in groups]
             ax.bar(
-                np.arange(len(groups)) + k * width, values, width, label=impl,
+                np.arange(len(groups)) + k * width,
+                values,
+                width,
+                label=impl,
                 color=_colour(impl, impls),
             )
-            for x, group in enumerate(groups):  # mark where it could not run, and why
-                status = _status(rows, impl, group)
+            for x, name in enumerate(groups):  # mark where it could not run, and why
+                status = _status(rows, impl, name, group)
                 if status not in (None, "ok"):
                     ax.text(x + k * width, 0.01, status, transform=ax.get_xaxis_transform(),
                             rotation=90, fontsize=5, ha="center", va="bottom")  # fmt: skip
@@ -165,7 +169,7 @@ def _bar_figures(
         _stage_figure(
             rows,
             groups,
-            "frame_case",
+            group,
             xlabel,
             f"{title}: stage breakdown",
             directory / f"{prefix}_stages.png",
@@ -175,13 +179,13 @@ def _bar_figures(
 
 
 def _stage_figure(
-    rows: list[dict[str, Any]], groups: list[str], key: str, xlabel: str, title: str, path: Path
+    rows: list[ResultRow], groups: list[str], group: Group, xlabel: str, title: str, path: Path
 ) -> Path:
     """One panel per GPU method: stacked median stage times for each group (Figs. 6, 10, 12)."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    methods = _unique(r["impl"] for r in rows if r["kind"] == "gpu-method")
+    methods = _unique(r.impl for r in rows if r.kind == "gpu-method")
     cols = 3
     nrows = max(1, -(-len(methods) // cols))
     fig, axes = plt.subplots(nrows, cols, figsize=(12, 3.2 * nrows), squeeze=False)
@@ -190,7 +194,7 @@ def _stage_figure(
         bottom = np.zeros(len(groups))
         for stage in STAGES:
             values = np.array(
-                [_lookup(rows, method, g, f"{stage}_ms", key) for g in groups], dtype=float
+                [_lookup(rows, method, g, f"{stage}_ms", group) for g in groups], dtype=float
             )
             values = np.nan_to_num(values)
             ax.bar(x, values, 0.7, bottom=bottom, label=STAGE_LABELS[stage])
@@ -207,30 +211,29 @@ def _stage_figure(
     return _save(fig, path)
 
 
-def _lookup(
-    rows: list[dict[str, Any]], impl: str, group: str, metric: str, key: str = "frame_case"
-) -> float:
+def _lookup(rows: list[ResultRow], impl: str, name: str, metric: str, group: Group) -> float:
+    """Column ``metric`` of ``impl``'s row in the group ``name`` (NaN where it did not run)."""
     for row in rows:
-        if row["impl"] == impl and str(row[key]) == group and row.get("status") == "ok":
-            value = row.get(metric)
+        if row.impl == impl and group(row) == name and row.ok:
+            value = row.column(metric)
             return float("nan") if value is None else float(value)
     return float("nan")
 
 
-def _status(rows: list[dict[str, Any]], impl: str, group: str) -> str | None:
-    """The status of ``impl``'s row in ``group`` (None where it has none)."""
+def _status(rows: list[ResultRow], impl: str, name: str, group: Group) -> str | None:
+    """The status of ``impl``'s row in the group ``name`` (None where it has none)."""
     for row in rows:
-        if row["impl"] == impl and str(row["frame_case"]) == group:
-            return row.get("status")
+        if row.impl == impl and group(row) == name:
+            return row.status
     return None
 
 
-def _failures_note(rows: list[dict[str, Any]]) -> str:
+def _failures_note(rows: list[ResultRow]) -> str:
     """`` (not run: RS-matrix oom x2, ...)`` for rows whose status is not ``ok``."""
     counts: dict[str, int] = {}
     for row in rows:
-        if row.get("status") != "ok":
-            tag = f"{row['impl']} {row.get('status')}"
+        if not row.ok:
+            tag = f"{row.impl} {row.status}"
             counts[tag] = counts.get(tag, 0) + 1
     if not counts:
         return ""

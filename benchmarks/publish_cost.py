@@ -10,7 +10,7 @@ and ``rgb`` appended, or random points of the same size when the file is absent)
 - ``markers_bytes``: ``MarkerEncoder.build`` (and ``markers_bytes_publish``: + ``publish``);
 - the build steps alone (``cloud_to_message``, ``point_cloud_cdr``).
 
-    python -m gpu_euclidean_cluster.bench.publish_cost    # prints the JSON
+    python -m benchmarks.publish_cost    # from the repository root; prints the JSON
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
-from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, from_structured
+from gpu_euclidean_cluster.core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import RawCloud, append_fields, from_structured
+
 from .cases import data_dir
 from .environment import cpu_model
 from .stats import median, p99, time_calls
@@ -64,9 +66,35 @@ def labelled_frame(seed: int = 0) -> tuple[RawCloud, np.ndarray, str]:
     return cloud, cluster_table(xyz, labels, CLUSTERS), source
 
 
+@dataclass(frozen=True)
+class PublishTiming:
+    """Milliseconds of one way to build (and publish) the outputs."""
+
+    median_ms: float
+    p99_ms: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class PublishCost:
+    """The labelled cloud and marker table measured, and the timing of each way."""
+
+    #: the frame file, or ``random (... not found)``
+    frame: str
+    points: int
+    cloud_cdr_bytes: int
+    clusters: int
+    marker_cdr_bytes: int | None
+    subscriptions_matched: int
+    cpu: str
+    #: other work on the machine skews the timings
+    load_average: tuple[float, float, float]
+    timings: dict[str, PublishTiming]
+
+
 def measure_publish_cost(
     warmup: int = 3, repeats: int = 50, budget_s: float = 5.0, seed: int = 0
-) -> dict[str, Any]:
+) -> PublishCost:
     """Median and p99 milliseconds of each way to build and publish (see the module doc).
 
     Each case runs ``warmup`` times untimed, then up to ``repeats`` times within ``budget_s``
@@ -79,9 +107,9 @@ def measure_publish_cost(
     from std_msgs.msg import Header
     from visualization_msgs.msg import MarkerArray
 
-    from ..ros.cloud_messages import cloud_to_message
-    from ..ros.markers import MarkerBuilder
-    from ..ros.serialized import MarkerEncoder, point_cloud_cdr
+    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.markers import MarkerBuilder
+    from gpu_euclidean_cluster.ros.serialized import MarkerEncoder, point_cloud_cdr
 
     cloud, table, source = labelled_frame(seed)
     header = Header(frame_id="velodyne")
@@ -109,26 +137,26 @@ def measure_publish_cost(
             "markers_message_publish": lambda: marker_pub.publish(builder.build(table, header)),
             "markers_bytes_publish": lambda: marker_pub.publish(encoder.build(table, header)),
         }
-        timings = {}
+        timings: dict[str, PublishTiming] = {}
         for name, case in cases.items():
             timed = time_calls(case, warmup, repeats, budget_s)
-            timings[name] = {
-                "median_ms": median(timed.samples_ms),
-                "p99_ms": p99(timed.samples_ms),
-                "runs": len(timed.samples_ms),
-            }
+            timings[name] = PublishTiming(
+                median_ms=median(timed.samples_ms),
+                p99_ms=p99(timed.samples_ms),
+                runs=len(timed.samples_ms),
+            )
         markers = encoder.build(table, header)
-        return {
-            "frame": source,
-            "points": cloud.num_points,
-            "cloud_cdr_bytes": len(point_cloud_cdr(cloud, header)),
-            "clusters": CLUSTERS,
-            "marker_cdr_bytes": len(markers) if isinstance(markers, bytes) else None,
-            "subscriptions_matched": cloud_pub.get_subscription_count(),
-            "cpu": cpu_model(),
-            "load_average": os.getloadavg(),  # other work on the machine skews the timings
-            "timings": timings,
-        }
+        return PublishCost(
+            frame=source,
+            points=cloud.num_points,
+            cloud_cdr_bytes=len(point_cloud_cdr(cloud, header)),
+            clusters=CLUSTERS,
+            marker_cdr_bytes=len(markers) if isinstance(markers, bytes) else None,
+            subscriptions_matched=cloud_pub.get_subscription_count(),
+            cpu=cpu_model(),
+            load_average=os.getloadavg(),
+            timings=timings,
+        )
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
@@ -139,4 +167,4 @@ def _ignore(message: Any) -> None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure_publish_cost(), indent=2))
+    print(json.dumps(asdict(measure_publish_cost()), indent=2))

@@ -1,4 +1,4 @@
-"""``bench reliability``: the node as its own process under floods, a soak and malformed input.
+"""``reliability``: the node as its own process under floods, a soak and malformed input.
 
 The node is started as a user starts it (:mod:`.reliability_harness`) and fed from this process:
 
@@ -11,10 +11,10 @@ The node is started as a user starts it (:mod:`.reliability_harness`) and fed fr
    exits) and hangs (no output for ``hang_timeout_s``).
 3. **Malformed-message matrix** (:mod:`.reliability_matrix`).
 
-The report is JSON-ready and ends with the issue's targets: 0 crashes and 0 tracebacks over the
-matrix, every malformed case rejected with a one-line reason or accepted as valid, RSS slope
-<= 1 MB per 1000 frames, drops reported == drops observed, /diagnostics not OK when more than
-10 % of the frames are lost.
+The report (:class:`ReliabilityReport`) ends with the reliability targets: 0 crashes and 0
+tracebacks over the matrix, every malformed case rejected with a one-line reason or accepted as
+valid, RSS slope <= 1 MB per 1000 frames, drops reported == drops observed, /diagnostics not OK
+when more than 10 % of the frames are lost.
 """
 
 from __future__ import annotations
@@ -27,18 +27,21 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..core.config import BACKENDS, DEFAULT_BACKEND
-from ..ros.qos import RELIABILITIES
+from gpu_euclidean_cluster.clusterer import make_backend
+from gpu_euclidean_cluster.core.config import BACKENDS, DEFAULT_BACKEND
+from gpu_euclidean_cluster.ros.qos import RELIABILITIES
+
 from .cases import data_dir
 from .errors import BenchError
 from .reliability_harness import TRACEBACK, Session, Tick, node_command, private_domain_id
-from .reliability_matrix import Message, message, run_matrix, settled
+from .reliability_matrix import MatrixCaseResult, Message, message, run_matrix, settled
+from .rows import RunMeta
 from .targets import TargetCheck, format_targets
 
 log = logging.getLogger(__name__)
@@ -46,7 +49,7 @@ log = logging.getLogger(__name__)
 FRAME = "kitti_000008.bin"
 #: Simulated sensors used when the frame file is absent (full run / quick run).
 SIMULATED_SENSORS = ("hdl64e", "vlp16")
-#: Targets of issue 12.
+#: Targets of the reliability benchmark.
 MAX_RSS_SLOPE_MB_PER_1000 = 1.0
 MAX_LOST_SHARE_WHILE_OK = 0.1
 #: A report window belongs to a flood when at least this share of it overlaps the flood.
@@ -57,7 +60,7 @@ SOAK_MAX_HANGS = 3
 
 @dataclass(frozen=True)
 class ReliabilityOptions:
-    """What ``bench reliability`` sends and how long.
+    """What the reliability benchmark sends and how long.
 
     Attributes:
         backend: the node's ``backend`` parameter.
@@ -120,8 +123,94 @@ QUICK_OPTIONS = ReliabilityOptions(
 )
 
 
-def run_reliability(options: ReliabilityOptions) -> dict[str, Any]:
-    """Run the flood, the soak and the matrix against the node; a JSON-ready report.
+@dataclass
+class FloodStep:
+    """One flood step: what was sent, what the node says it did, what came out."""
+
+    reliability: str
+    rate_hz: float
+    sent: int
+    sent_rate_hz: float | None
+    outputs_observed: int
+    #: frames sent whose output never arrived
+    drops_observed: int
+    lost_share: float
+    alive: bool
+    exit_code: int | None
+    #: the node's counters settled after the flood (False: it crashed or stopped answering, and
+    #: the counters below are None)
+    settled: bool = False
+    received: int | None = None
+    processed: int | None = None
+    dropped: int | None = None
+    rejected: int | None = None
+    lost: int | None = None
+    lost_before_node: int | None = None
+    #: ``dropped + rejected + lost``, as /diagnostics reports them
+    drops_reported: int | None = None
+    drops_match: bool = False
+    #: /diagnostics levels of the report windows lying mostly in the flood
+    window_levels: list[str] = field(default_factory=list)
+    #: not OK while more than 10 % were lost (None: not judged, too few lost or too short)
+    diagnostics_truthful: bool | None = None
+
+
+@dataclass
+class SoakResult:
+    """The soak: frames sent one after the other's output, the node's RSS over them."""
+
+    frames: int
+    sent: int
+    rate_hz: float
+    crashed: bool
+    exit_code: int | None
+    hangs: int
+    #: the node's counters over the soak (None when they did not settle)
+    node_counters: dict[str, int] | None
+    #: [frame, RSS MB] pairs
+    rss_samples: list[list[float]]
+    rss_peak_mb: float | None
+    rss_slope_mb_per_1000_frames: float | None
+
+
+@dataclass
+class NodeSession:
+    """One node process of the run: how it ended and the tracebacks it wrote."""
+
+    reliability: str
+    pid: int
+    exit_code: int | None
+    killed_for_memory: bool
+    tracebacks: int
+    first_traceback: str | None
+    #: the node's log file (kept only with ``log_dir``)
+    log: str | None
+
+
+@dataclass
+class ReliabilityReport:
+    """``reliability.json``: the flood steps, the soak, the matrix, the nodes and the targets."""
+
+    meta: RunMeta
+    #: the :class:`ReliabilityOptions` of the run
+    options: dict[str, Any]
+    frame: str
+    points: int
+    domain_id: int
+    node_command: list[str]
+    flood: list[FloodStep]
+    soak: SoakResult
+    matrix: list[MatrixCaseResult]
+    nodes: list[NodeSession]
+    targets: list[TargetCheck] = field(default_factory=list)
+    passed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_reliability(options: ReliabilityOptions) -> ReliabilityReport:
+    """Run the flood, the soak and the matrix against the node; the report, targets checked.
 
     Raises:
         BenchError: rclpy is missing, the frame cannot be read, or the node does not start.
@@ -129,11 +218,12 @@ def run_reliability(options: ReliabilityOptions) -> dict[str, Any]:
     try:
         import rclpy  # noqa: F401 - the probe and the node need the ROS 2 Python runtime
     except ImportError as error:
-        raise BenchError(f"bench reliability needs rclpy ({error})") from error
+        raise BenchError(f"the reliability benchmark needs rclpy ({error})") from error
     from std_msgs.msg import Header
 
-    from ..pointcloud_io.pointcloud2 import from_xyz
-    from ..ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
+    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+
     from .environment import python_command, run_metadata
 
     xyz, frame = load_frame(options)
@@ -157,21 +247,23 @@ def run_reliability(options: ReliabilityOptions) -> dict[str, Any]:
             )
         finally:
             nodes = sessions.close_all()
-    report: dict[str, Any] = {
-        "meta": run_metadata(python_command(), sessions.backend() or options.backend),
-        "options": _json_ready(asdict(options)),
-        "frame": frame,
-        "points": len(xyz),
-        "domain_id": domain_id,
-        "node_command": node_command(options.backend, "reliable"),
-        "flood": flood,
-        "soak": soak,
-        "matrix": matrix,
-        "nodes": nodes,
-    }
-    checks = check_reliability(report)
-    report["targets"] = [c.as_dict() for c in checks]
-    report["passed"] = all(c.status != "missed" for c in checks)
+    # The nodes ran in processes of their own: a backend of the kind they reported, made here,
+    # describes their device.
+    backend = make_backend(sessions.backend() or options.backend)
+    report = ReliabilityReport(
+        meta=run_metadata(python_command(), backend),
+        options=_json_ready(asdict(options)),
+        frame=frame,
+        points=len(xyz),
+        domain_id=domain_id,
+        node_command=node_command(options.backend, "reliable"),
+        flood=flood,
+        soak=soak,
+        matrix=matrix,
+        nodes=nodes,
+    )
+    report.targets = check_reliability(report)
+    report.passed = all(c.status != "missed" for c in report.targets)
     return report
 
 
@@ -182,7 +274,8 @@ def load_frame(options: ReliabilityOptions) -> tuple[np.ndarray, str]:
     of the working directory or of the repository); else a simulated sweep. ``max_points`` keeps
     every k-th point.
     """
-    from ..pointcloud_io import load_points
+    from gpu_euclidean_cluster.pointcloud_io import load_points
+
     from .node_bench import simulated_frame
 
     path = options.frame or _default_frame()
@@ -206,7 +299,7 @@ def load_frame(options: ReliabilityOptions) -> tuple[np.ndarray, str]:
 def _default_frame() -> Path | None:
     candidates = [data_dir() / FRAME]
     if "LIDAR_DATA_DIR" not in os.environ:
-        candidates.append(Path(__file__).resolve().parents[3] / "shared" / "data" / FRAME)
+        candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data" / FRAME)
     return next((p for p in candidates if p.is_file()), None)
 
 
@@ -253,22 +346,22 @@ class _Sessions:
         ticks = (t for s in self.opened for t in s.probe.ticks)
         return next((t.values["backend"] for t in ticks if "backend" in t.values), None)
 
-    def close_all(self) -> list[dict[str, Any]]:
+    def close_all(self) -> list[NodeSession]:
         """Stop every node; per node its log, exit status and the tracebacks it wrote."""
         nodes = []
         for session in self.opened:
             exit_code = session.close()
             text = session.node.log_since(0)
             nodes.append(
-                {
-                    "reliability": session.reliability,
-                    "pid": session.node.pid,
-                    "exit_code": exit_code,
-                    "killed_for_memory": session.node.killed_for_memory,
-                    "tracebacks": session.tracebacks(),
-                    "first_traceback": _first_traceback(text),
-                    "log": str(session.node.log_path) if self.options.log_dir else None,
-                }
+                NodeSession(
+                    reliability=session.reliability,
+                    pid=session.node.pid,
+                    exit_code=exit_code,
+                    killed_for_memory=session.node.killed_for_memory,
+                    tracebacks=session.tracebacks(),
+                    first_traceback=_first_traceback(text),
+                    log=str(session.node.log_path) if self.options.log_dir else None,
+                )
             )
         return nodes
 
@@ -280,9 +373,9 @@ def _first_traceback(text: str, lines: int = 30) -> str | None:
 
 def measure_flood(
     session: Session, good: Message, rate_hz: float, options: ReliabilityOptions
-) -> dict[str, Any]:
+) -> FloodStep:
     """One flood step: ``good`` at ``rate_hz`` for ``options.flood_duration_s`` seconds."""
-    from ..ros.node import DIAGNOSTICS_PERIOD_S
+    from gpu_euclidean_cluster.ros.node import DIAGNOSTICS_PERIOD_S
 
     probe = session.probe
     base = settled(session, options.hang_timeout_s)
@@ -296,33 +389,33 @@ def measure_flood(
     after = probe.settle(options.hang_timeout_s + 2.0) if session.alive else None
     sent = len(stamps)
     observed = sent - sum(1 for s in stamps if s in probe.outputs)
-    step: dict[str, Any] = {
-        "reliability": session.reliability,
-        "rate_hz": rate_hz,
-        "sent": sent,
-        "sent_rate_hz": round((sent - 1) / (end - start), 2) if sent > 1 else None,
-        "outputs_observed": sent - observed,
-        "drops_observed": observed,
-        "lost_share": round(observed / sent, 4),
-        "alive": session.alive,
-        "exit_code": session.node.exit_code,
-    }
+    step = FloodStep(
+        reliability=session.reliability,
+        rate_hz=rate_hz,
+        sent=sent,
+        sent_rate_hz=round((sent - 1) / (end - start), 2) if sent > 1 else None,
+        outputs_observed=sent - observed,
+        drops_observed=observed,
+        lost_share=round(observed / sent, 4),
+        alive=session.alive,
+        exit_code=session.node.exit_code,
+    )
     if after is None:  # crashed or stuck (then stopped, so the next step gets a fresh node)
         session.close()
-        step.update(dict.fromkeys((*_COUNTERS, "lost_before_node", "drops_reported")))
-        step.update(settled=False, drops_match=False)
     else:
         delta = {k: getattr(after, k) - getattr(base, k) for k in _COUNTERS}
-        step.update(settled=True, **delta)
-        step["lost_before_node"] = sent - delta["received"]
-        step["drops_reported"] = delta["dropped"] + delta["rejected"] + delta["lost"]
-        step["drops_match"] = step["drops_reported"] == observed
-    levels = _window_levels(probe.ticks, start, end)
-    step["window_levels"] = levels
+        step.settled = True
+        step.received, step.processed = delta["received"], delta["processed"]
+        step.dropped, step.rejected, step.lost = delta["dropped"], delta["rejected"], delta["lost"]
+        step.lost_before_node = sent - delta["received"]
+        step.drops_reported = delta["dropped"] + delta["rejected"] + delta["lost"]
+        step.drops_match = step.drops_reported == observed
+    step.window_levels = _window_levels(probe.ticks, start, end)
     # Judged where the loss calls for a warning and the flood spans two report periods.
     long_enough = options.flood_duration_s >= 2 * DIAGNOSTICS_PERIOD_S
     judged = observed / sent > MAX_LOST_SHARE_WHILE_OK and long_enough
-    step["diagnostics_truthful"] = bool(levels) and "OK" not in levels if judged else None
+    levels = step.window_levels
+    step.diagnostics_truthful = bool(levels) and "OK" not in levels if judged else None
     return step
 
 
@@ -340,11 +433,12 @@ def _window_levels(ticks: list[Tick], start: float, end: float) -> list[str]:
     return levels
 
 
-def measure_soak(session: Session, good: Message, options: ReliabilityOptions) -> dict[str, Any]:
+def measure_soak(session: Session, good: Message, options: ReliabilityOptions) -> SoakResult:
     """``options.soak_frames`` frames, each after the previous output.
 
-    The node's RSS is sampled (its idle level: :meth:`~.NodeProcess.idle_rss_mb`) after the first
-    frame and every ``rss_every`` frames; the slope is fitted to the samples after the first.
+    The node's RSS is sampled (its idle level:
+    :meth:`~.reliability_harness.NodeProcess.idle_rss_mb`) after the first frame and every
+    ``rss_every`` frames; the slope is fitted to the samples after the first.
     """
     probe, node = session.probe, session.node
     base = settled(session, options.hang_timeout_s)
@@ -369,20 +463,20 @@ def measure_soak(session: Session, good: Message, options: ReliabilityOptions) -
     crashed = not session.alive
     if after is None:  # crashed or stuck (then stopped, so the matrix gets a fresh node)
         session.close()
-    return {
-        "frames": options.soak_frames,
-        "sent": sent,
-        "rate_hz": round(sent / elapsed, 2),
-        "crashed": crashed,
-        "exit_code": node.exit_code,
-        "hangs": hangs,
-        "node_counters": (
+    return SoakResult(
+        frames=options.soak_frames,
+        sent=sent,
+        rate_hz=round(sent / elapsed, 2),
+        crashed=crashed,
+        exit_code=node.exit_code,
+        hangs=hangs,
+        node_counters=(
             {k: getattr(after, k) - getattr(base, k) for k in _COUNTERS} if after else None
         ),
-        "rss_samples": samples,
-        "rss_peak_mb": node.take_peak_mb(),
-        "rss_slope_mb_per_1000_frames": _slope_per_1000(samples[1:]),
-    }
+        rss_samples=samples,
+        rss_peak_mb=node.take_peak_mb(),
+        rss_slope_mb_per_1000_frames=_slope_per_1000(samples[1:]),
+    )
 
 
 def _slope_per_1000(samples: list[list[float]]) -> float | None:
@@ -393,40 +487,40 @@ def _slope_per_1000(samples: list[list[float]]) -> float | None:
     return round(float(np.polyfit(frames, rss, 1)[0]) * 1000.0, 3)
 
 
-def check_reliability(report: dict[str, Any]) -> list[TargetCheck]:
-    """The issue's targets against a report of :func:`run_reliability`."""
-    matrix, soak, flood = report["matrix"], report["soak"], report["flood"]
-    crashed = [c["name"] for c in matrix if not c["alive"]]
-    traced = [c["name"] for c in matrix if c["traceback"]]
-    unexpected = [f"{c['name']} ({c['outcome']})" for c in matrix if not c["as_expected"]]
-    slope = soak["rss_slope_mb_per_1000_frames"]
-    mismatched = [s for s in flood if not s["drops_match"]]
-    judged = [s for s in flood if s["diagnostics_truthful"] is not None]
-    untruthful = [s for s in judged if not s["diagnostics_truthful"]]
+def check_reliability(report: ReliabilityReport) -> list[TargetCheck]:
+    """The reliability targets against a report of :func:`run_reliability`."""
+    matrix, soak, flood = report.matrix, report.soak, report.flood
+    crashed = [c.name for c in matrix if not c.alive]
+    traced = [c.name for c in matrix if c.traceback]
+    unexpected = [f"{c.name} ({c.outcome})" for c in matrix if not c.as_expected]
+    slope = soak.rss_slope_mb_per_1000_frames
+    mismatched = [s for s in flood if not s.drops_match]
+    judged = [s for s in flood if s.diagnostics_truthful is not None]
+    untruthful = [s for s in judged if not s.diagnostics_truthful]
     return [
         _check("0 crashes over the malformed-message matrix", crashed, len(matrix)),
         _check("0 tracebacks over the malformed-message matrix", traced, len(matrix)),
         _check("every malformed case rejected with a one-line reason or accepted as valid",
                unexpected, len(matrix)),
         _check("soak: 0 crashes, 0 hangs",
-               [f"{soak['hangs']} hang(s)"] * bool(soak["hangs"])
-               + [f"exit {soak['exit_code']}"] * soak["crashed"], 1),
+               [f"{soak.hangs} hang(s)"] * bool(soak.hangs)
+               + [f"exit {soak.exit_code}"] * soak.crashed, 1),
         TargetCheck(
             f"soak: RSS slope <= {MAX_RSS_SLOPE_MB_PER_1000:g} MB per 1000 frames",
             "not measured" if slope is None else
             "met" if slope <= MAX_RSS_SLOPE_MB_PER_1000 else "missed",
             "fewer than 3 RSS samples" if slope is None else
-            f"{slope:+.3f} MB per 1000 frames over {soak['sent']} frames",
+            f"{slope:+.3f} MB per 1000 frames over {soak.sent} frames",
         ),
         _check("flood: drops reported == drops observed",
-               [f"{s['reliability']} {s['rate_hz']:g} Hz: reported {s['drops_reported']}, "
-                f"observed {s['drops_observed']}" for s in mismatched], len(flood)),
+               [f"{s.reliability} {s.rate_hz:g} Hz: reported {s.drops_reported}, "
+                f"observed {s.drops_observed}" for s in mismatched], len(flood)),
         TargetCheck(
             f"flood: /diagnostics not OK when > {MAX_LOST_SHARE_WHILE_OK:.0%} of frames are lost",
             "not measured" if not judged else "missed" if untruthful else "met",
             "no flood step lost that many" if not judged else "; ".join(
-                f"{s['reliability']} {s['rate_hz']:g} Hz, {s['lost_share']:.0%} lost: "
-                f"{'/'.join(s['window_levels']) or 'no report'}" for s in judged
+                f"{s.reliability} {s.rate_hz:g} Hz, {s.lost_share:.0%} lost: "
+                f"{'/'.join(s.window_levels) or 'no report'}" for s in judged
             ),
         ),
     ]  # fmt: skip
@@ -440,46 +534,46 @@ def _check(name: str, failures: list[str], total: int) -> TargetCheck:
     return TargetCheck(name, "met", f"0 of {total}")
 
 
-def format_reliability(report: dict[str, Any]) -> str:
+def format_reliability(report: ReliabilityReport) -> str:
     """A short human summary of a :func:`run_reliability` report, targets last."""
-    soak = report["soak"]
+    soak = report.soak
     lines = [
-        f"reliability: {report['meta']['backend']} backend, {report['frame']} "
-        f"({report['points']} points), ROS_DOMAIN_ID {report['domain_id']}"
+        f"reliability: {report.meta.backend} backend, {report.frame} "
+        f"({report.points} points), ROS_DOMAIN_ID {report.domain_id}"
     ]
-    for s in report["flood"]:
+    for s in report.flood:
         node = (
-            f"received {s['received']}, processed {s['processed']}, dropped {s['dropped']}, "
-            f"rejected {s['rejected']}"
-            if s["settled"]
+            f"received {s.received}, processed {s.processed}, dropped {s.dropped}, "
+            f"rejected {s.rejected}"
+            if s.settled
             else "node counters unknown"
         )
         lines.append(
-            f"flood {s['reliability']} {s['rate_hz']:g} Hz: sent {s['sent']} "
-            f"({s['sent_rate_hz']} Hz), {node}, never reached the node "
-            f"{s['lost_before_node']}, outputs {s['outputs_observed']}; "
-            f"drops reported {s['drops_reported']} vs observed {s['drops_observed']}; "
-            f"/diagnostics {'/'.join(s['window_levels']) or '-'}"
+            f"flood {s.reliability} {s.rate_hz:g} Hz: sent {s.sent} "
+            f"({s.sent_rate_hz} Hz), {node}, never reached the node "
+            f"{s.lost_before_node}, outputs {s.outputs_observed}; "
+            f"drops reported {s.drops_reported} vs observed {s.drops_observed}; "
+            f"/diagnostics {'/'.join(s.window_levels) or '-'}"
         )
-    samples = soak["rss_samples"]
+    samples = soak.rss_samples
     rss = f"RSS {samples[0][1]:.1f} -> {samples[-1][1]:.1f} MB" if samples else "no RSS sample"
     lines.append(
-        f"soak: {soak['sent']} of {soak['frames']} frames at {soak['rate_hz']} Hz, {rss}, "
-        f"slope {soak['rss_slope_mb_per_1000_frames']} MB/1000 frames, "
-        f"{'crashed' if soak['crashed'] else 'no crash'}, {soak['hangs']} hang(s)"
+        f"soak: {soak.sent} of {soak.frames} frames at {soak.rate_hz} Hz, {rss}, "
+        f"slope {soak.rss_slope_mb_per_1000_frames} MB/1000 frames, "
+        f"{'crashed' if soak.crashed else 'no crash'}, {soak.hangs} hang(s)"
     )
-    matrix = report["matrix"]
-    outcomes = sorted({c["outcome"] for c in matrix})
-    counts = ", ".join(f"{sum(c['outcome'] == o for c in matrix)} {o}" for o in outcomes)
+    matrix = report.matrix
+    outcomes = sorted({c.outcome for c in matrix})
+    counts = ", ".join(f"{sum(c.outcome == o for c in matrix)} {o}" for o in outcomes)
     lines.append(f"matrix: {len(matrix)} cases: {counts}")
     lines += [
-        f"  {c['name']}: {c['outcome']} (expected {c['expected']})"
-        + (f": {c['reason']}" if c["reason"] else "")
-        + ("; traceback" if c["traceback"] else "")
+        f"  {c.name}: {c.outcome} (expected {c.expected})"
+        + (f": {c.reason}" if c.reason else "")
+        + ("; traceback" if c.traceback else "")
         for c in matrix
-        if not c["as_expected"]
+        if not c.as_expected
     ]
-    lines.append(format_targets([TargetCheck(**t) for t in report["targets"]]))
+    lines.append(format_targets(report.targets))
     return "\n".join(lines)
 
 

@@ -243,7 +243,7 @@ class Probe:
         from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
         from sensor_msgs.msg import PointCloud2
 
-        from ..ros.qos import reliability_policy
+        from gpu_euclidean_cluster.ros.qos import reliability_policy
 
         self._condition = threading.Condition()
         self.outputs: dict[int, float] = {}

@@ -13,12 +13,13 @@ from __future__ import annotations
 import array
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ..pointcloud_io.pointcloud2 import FLOAT32, FLOAT64, from_structured
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import FLOAT32, FLOAT64, from_structured
+
 from .errors import BenchError
 from .reliability_harness import TRACEBACK, NodeProcess, Probe, Session, Tick
 
@@ -32,6 +33,46 @@ UINT32_MAX = 2**32 - 1
 LOG_LINES = 3
 
 Message = Any  # sensor_msgs/PointCloud2
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """What happened to a case's message, from the node's counters after it."""
+
+    #: ``accepted``, ``rejected``, ``dropped``, ``not received``, ``hung``, ``crashed`` or
+    #: ``killed (RSS limit)``
+    outcome: str
+    #: the rejection counters that grew (comma-separated), None when none did
+    rejection_kind: str | None
+    #: the node's ``last_rejection`` for a rejected message
+    reason: str | None
+    #: a reason the decoder did not name (an exception caught as a processing error), or one
+    #: that is not a single line
+    unclear: bool
+    implausible_points: int | None
+    #: the /diagnostics level of the report that showed the case handled
+    level: str | None
+
+
+@dataclass(frozen=True)
+class MatrixCaseResult(CaseOutcome):
+    """One case of the matrix: what the node did with it and whether it recovered."""
+
+    name: str = ""
+    what: str = ""
+    #: the acceptable outcomes, ``accepted or rejected``
+    expected: str = ""
+    handled_within_s: float | None = None
+    output_observed: bool = False
+    alive: bool = True
+    exit_code: int | None = None
+    good_frame_processed: bool = False
+    recovery_s: float | None = None
+    traceback: bool = False
+    #: the first lines the node logged for the case
+    log: list[str] = field(default_factory=list)
+    peak_rss_mb: float | None = None
+    as_expected: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,7 +99,7 @@ def message(points: np.ndarray, height: int = 1) -> Message:
     """A PointCloud2 of a structured array (frame ``lidar``)."""
     from std_msgs.msg import Header
 
-    from ..ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
 
     return cloud_to_message(from_structured(points, height=height), Header(frame_id="lidar"))
 
@@ -221,7 +262,7 @@ def run_matrix(
     good: Message,
     xyz: np.ndarray,
     hang_timeout_s: float,
-) -> list[dict[str, Any]]:
+) -> list[MatrixCaseResult]:
     """Every case of :data:`CASES`, each followed by ``good``; one result per case.
 
     A node that crashed or stopped answering is replaced by a fresh one (``open_session``) for
@@ -233,7 +274,7 @@ def run_matrix(
     for case in CASES:
         result, after = _run_case(session, case, points, good, base, hang_timeout_s)
         results.append(result)
-        if not (result["alive"] and result["good_frame_processed"]):
+        if not (result.alive and result.good_frame_processed):
             session.close()
             session = open_session()
         base = after if after is not None else settled(session, hang_timeout_s)
@@ -246,7 +287,7 @@ def settled(session: Session, timeout_s: float) -> Tick:
     Raises:
         BenchError: no settled /diagnostics report within ``timeout_s`` (plus two periods).
     """
-    from ..ros.node import DIAGNOSTICS_PERIOD_S
+    from gpu_euclidean_cluster.ros.node import DIAGNOSTICS_PERIOD_S
 
     tick = session.probe.settle(timeout_s + 2 * DIAGNOSTICS_PERIOD_S)
     if tick is None:
@@ -264,7 +305,7 @@ def _run_case(
     good: Message,
     base: Tick,
     hang_timeout_s: float,
-) -> tuple[dict[str, Any], Tick | None]:
+) -> tuple[MatrixCaseResult, Tick | None]:
     """Send ``case`` then ``good``; the case's result and the node's counters after both
     (None when they are not known without waiting for another report)."""
     node, probe = session.node, session.probe
@@ -283,33 +324,37 @@ def _run_case(
         arrived = probe.wait_output(stamp, hang_timeout_s)
         recovery_s = None if arrived is None else round(arrived - good_sent, 3)
     log = node.log_since(offset)
-    result = {
-        "name": case.name,
-        "what": case.what,
-        "expected": " or ".join(case.expected),
-        **_outcome(node, probe, base, tick),
-        "handled_within_s": round(handled_s, 2) if tick is not None else None,
-        "output_observed": bad_stamp in probe.outputs,
-        "alive": node.exit_code is None,
-        "exit_code": node.exit_code,
-        "good_frame_processed": recovery_s is not None,
-        "recovery_s": recovery_s,
-        "traceback": TRACEBACK in log,
-        "log": [line for line in log.splitlines() if line.strip()][:LOG_LINES],
-        "peak_rss_mb": node.take_peak_mb(),
-    }
-    result["as_expected"] = bool(
-        result["outcome"] in case.expected
-        and result["output_observed"] == (result["outcome"] == ACCEPTED)
-        and result["alive"]
-        and result["good_frame_processed"]
-        and not result["unclear"]
-        and not result["traceback"]
+    outcome = _outcome(node, probe, base, tick)
+    result = MatrixCaseResult(
+        **asdict(outcome),
+        name=case.name,
+        what=case.what,
+        expected=" or ".join(case.expected),
+        handled_within_s=round(handled_s, 2) if tick is not None else None,
+        output_observed=bad_stamp in probe.outputs,
+        alive=node.exit_code is None,
+        exit_code=node.exit_code,
+        good_frame_processed=recovery_s is not None,
+        recovery_s=recovery_s,
+        traceback=TRACEBACK in log,
+        log=[line for line in log.splitlines() if line.strip()][:LOG_LINES],
+        peak_rss_mb=node.take_peak_mb(),
+    )
+    result = replace(
+        result,
+        as_expected=bool(
+            result.outcome in case.expected
+            and result.output_observed == (result.outcome == ACCEPTED)
+            and result.alive
+            and result.good_frame_processed
+            and not result.unclear
+            and not result.traceback
+        ),
     )
     return result, _after_good(tick) if tick is not None and recovery_s is not None else None
 
 
-def _outcome(node: NodeProcess, probe: Probe, base: Tick, tick: Tick | None) -> dict[str, Any]:
+def _outcome(node: NodeProcess, probe: Probe, base: Tick, tick: Tick | None) -> CaseOutcome:
     """What happened to the case's message, from the node's counters after it."""
     kinds: dict[str, int] = {}
     reason = ""
@@ -333,20 +378,18 @@ def _outcome(node: NodeProcess, probe: Probe, base: Tick, tick: Tick | None) -> 
             outcome = ACCEPTED
         else:
             outcome = "dropped"
-    return {
-        "outcome": outcome,
-        "rejection_kind": ",".join(sorted(kinds)) or None,
-        "reason": reason or None,
-        # A reason the decoder did not name (an exception caught as a processing error), or one
-        # that is not a single line.
-        "unclear": bool(
+    return CaseOutcome(
+        outcome=outcome,
+        rejection_kind=",".join(sorted(kinds)) or None,
+        reason=reason or None,
+        unclear=bool(
             "processing_error" in kinds or "\n" in reason or (outcome == REJECTED and not reason)
         ),
-        "implausible_points": (
+        implausible_points=(
             tick.count("implausible_points") - base.count("implausible_points") if tick else None
         ),
-        "level": tick.level_name if tick else None,
-    }
+        level=tick.level_name if tick else None,
+    )
 
 
 def _after_good(tick: Tick) -> Tick:

@@ -1,6 +1,7 @@
 """Benchmark output: one JSON and one CSV per sub-command, rewritten after every case.
 
-``<output>/<name>.json`` holds ``{"meta": ..., "settings": ..., "rows": [...]}``;
+``<output>/<name>.json`` holds ``{"meta": ..., "settings": ..., "rows": [...]}`` (a
+:class:`~.rows.RunMeta`, the measurement settings, :class:`~.rows.ResultRow` s);
 ``<output>/<name>.csv`` the same rows, one per (case, implementation). Both are replaced
 atomically after each case, so an interrupted run leaves the completed cases on disk, and
 ``--resume`` continues from them.
@@ -13,8 +14,11 @@ import io
 import json
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .rows import ResultRow, RunMeta
 
 #: Leading CSV columns, in this order; any other column a row has follows, sorted.
 CSV_COLUMNS: tuple[str, ...] = (
@@ -73,54 +77,78 @@ RUN_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+@dataclass
+class ResultsFile:
+    """A results file: the run's metadata, its measurement settings and its rows."""
+
+    meta: RunMeta
+    settings: dict[str, Any]
+    rows: list[ResultRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta.as_dict(),
+            "settings": self.settings,
+            "rows": [row.as_dict() for row in self.rows],
+        }
+
+
 class ResultStore:
     """The rows of one run, kept on disk as JSON and CSV."""
 
-    def __init__(
-        self, directory: Path, name: str, meta: dict[str, Any], settings: dict[str, Any]
-    ) -> None:
+    def __init__(self, directory: Path, name: str, meta: RunMeta, settings: dict[str, Any]) -> None:
         self.directory = directory
         self.json_path = directory / f"{name}.json"
         self.csv_path = directory / f"{name}.csv"
-        self.meta = meta
-        self.settings = settings
-        self.rows: list[dict[str, Any]] = []
+        self.results = ResultsFile(meta, settings)
+
+    @property
+    def rows(self) -> list[ResultRow]:
+        return self.results.rows
 
     def resume(self) -> set[str]:
         """Load the rows of an earlier run of the same command; return its completed case keys."""
         if not self.json_path.is_file():
             return set()
-        previous = load_results(self.json_path)
-        self.rows = previous["rows"]
-        return {row["case"] for row in self.rows}
+        self.results.rows = load_results(self.json_path).rows
+        return {row.case for row in self.rows}
 
-    def add(self, rows: list[dict[str, Any]]) -> None:
+    def add(self, rows: list[ResultRow]) -> None:
         """Append one case's rows, stamped with the run's :data:`RUN_COLUMNS`; rewrite the files."""
-        stamp = {f"run_{key}": self.meta.get(key) for key in RUN_COLUMNS}
-        self.rows.extend({**row, **stamp} for row in rows)
+        meta = self.results.meta
+        for row in rows:
+            for key in RUN_COLUMNS:
+                setattr(row, f"run_{key}", getattr(meta, key))
+        self.rows.extend(rows)
         self.write()
 
     def write(self) -> None:
         """Write the JSON and CSV files (atomically: a reader never sees half a file)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        document = {"meta": self.meta, "settings": self.settings, "rows": self.rows}
+        document = self.results.as_dict()
         _atomic_write(self.json_path, json.dumps(_json_safe(document), indent=1) + "\n")
-        _atomic_write(self.csv_path, rows_to_csv(self.rows))
+        _atomic_write(self.csv_path, rows_to_csv(document["rows"]))
 
 
-def load_results(path: Path) -> dict[str, Any]:
-    """A results JSON written by :class:`ResultStore` (ValueError when it is not one)."""
+def load_results(path: Path) -> ResultsFile:
+    """A results JSON written by :class:`ResultStore`, also by an older version of it
+    (ValueError when it is not one)."""
     try:
         document = json.loads(path.read_text())
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not a benchmark results file ({error})") from error
     if not isinstance(document, dict) or not isinstance(document.get("rows"), list):
         raise ValueError(f"{path}: not a benchmark results file (no 'rows' list)")
-    return document
+    return ResultsFile(
+        meta=RunMeta.from_dict(document.get("meta") or {}),
+        settings=document.get("settings") or {},
+        rows=[ResultRow.from_dict(row) for row in document["rows"]],
+    )
 
 
 def rows_to_csv(rows: list[dict[str, Any]]) -> str:
-    """The rows as CSV text: :data:`CSV_COLUMNS` first, then every other key, sorted."""
+    """The rows (as columns) as CSV text: :data:`CSV_COLUMNS` first, then every other key,
+    sorted."""
     present = {key for row in rows for key in row}
     columns = [c for c in CSV_COLUMNS if c in present] + sorted(present - set(CSV_COLUMNS))
     text = io.StringIO()

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Produces the GPU report under benchmarks/results/: run on a CUDA machine from the repository
-# root, with the package importable and $LIDAR_DATA_DIR set.
+# root (the benchmarks run from the checkout: `python -m benchmarks`), with the library importable
+# (installed, or the repository root on PYTHONPATH) and $LIDAR_DATA_DIR set.
 #
 #   bash benchmarks/run_gpu_report.sh tests OUTDIR       # every GPU test (pytest -m gpu)
 #   bash benchmarks/run_gpu_report.sh frames_stress OUTDIR   # frames + ArborX, then stress
 #   bash benchmarks/run_gpu_report.sh node OUTDIR        # node pipeline profile, node bench
-#   bash benchmarks/run_gpu_report.sh reliability OUTDIR # bench reliability on the CUDA node
+#   bash benchmarks/run_gpu_report.sh reliability OUTDIR # reliability on the CUDA node
 #   bash benchmarks/run_gpu_report.sh synthetic OUTDIR [EXPERIMENTS] [--resume]
-#   bash benchmarks/run_gpu_report.sh stress OUTDIR [--resume]     # issue 11's stress set
+#   bash benchmarks/run_gpu_report.sh stress OUTDIR [--resume]     # the stress set
 #   bash benchmarks/run_gpu_report.sh bench OUTDIR       # frames + stress + synthetic, <= ~8 min
 #
 # A device call holds at most 10 minutes: the report of 2026-11-23 ran `tests`, then
 # `frames_stress` + `node`, then `synthetic` + `reliability`.
 #
-# After `source .device/env.sh`, $ARBORX_EC names ArborX's DBSCAN program: `bench frames` and
-# `bench stress` then add its FDBSCAN / FDBSCAN-DenseBox rows (without it they say "not run").
+# After `source .device/env.sh`, $ARBORX_EC names ArborX's DBSCAN program: `frames` and
+# `stress` then add its FDBSCAN / FDBSCAN-DenseBox rows (without it they say "not run").
 # Each step has its own time limit so that a slow step still leaves the others' results (every
 # results file is rewritten after each case; a step cut short gets its figures and targets
 # redrawn from what it wrote).
@@ -22,7 +23,9 @@ set -uo pipefail
 phase=${1:?phase: tests, frames_stress, node, reliability, synthetic, stress or bench}
 out=${2:?output folder}
 mkdir -p "$out"
-cli=(python -m gpu_euclidean_cluster.commands.cli)
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."  # the repository root: `python -m benchmarks` finds the package here
+cli=(python -m benchmarks)
 export PYTHONUNBUFFERED=1
 
 environment() {
@@ -42,29 +45,29 @@ finish() {
     local dir=$1 status=$2
     if [[ $status -eq 124 && -d $dir ]]; then
         echo "step cut short by its time limit (exit 124)" >> "$dir.log"
-        timeout 40 "${cli[@]}" bench plot --output "$dir" >> "$dir.log" 2>&1
-        timeout 20 "${cli[@]}" bench targets --output "$dir" >> "$dir.log" 2>&1
+        timeout 40 "${cli[@]}" plot --output "$dir" >> "$dir.log" 2>&1
+        timeout 20 "${cli[@]}" targets --output "$dir" >> "$dir.log" 2>&1
     fi
 }
 
-# Issue 11's stress set: ArborX with 1 timed repeat (its plain FDBSCAN visits every pair of the
+# The stress set: ArborX with 1 timed repeat (its plain FDBSCAN visits every pair of the
 # dense clouds, ~1e10 on identical points), each of its runs killed after 40 s.
 stress_step() {
     local limit=$1
     shift
     mkdir -p "$out/stress"
-    timeout "$limit" "${cli[@]}" bench stress --output "$out/stress" --budget-s 1 \
+    timeout "$limit" "${cli[@]}" stress --output "$out/stress" --budget-s 1 \
         --arborx-reps 1 --arborx-timeout-s 40 "$@" > "$out/stress.log" 2>&1
     finish "$out/stress" $?
 }
 
 node_pipeline_profile() {
-    # Where a node frame's time goes without ROS: FrameProcessor.process on kitti_000001.
+    # Where a node frame's time goes without ROS: FramePipeline.process on kitti_000001.
     python - <<'EOF'
 import os, time
 import numpy as np
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_structured
-from gpu_euclidean_cluster.ros.frame_processor import FrameProcessor
+from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.ros.settings import NodeSettings
 
 raw = np.fromfile(os.path.join(os.environ["LIDAR_DATA_DIR"], "kitti_000001.bin"), np.float32)
@@ -73,16 +76,16 @@ cloud = np.zeros(len(raw), dtype=[(n, "<f4") for n in ("x", "y", "z", "intensity
 for i, name in enumerate(cloud.dtype.names):
     cloud[name] = raw[:, i]
 cloud = from_structured(cloud)
-processor, settings = FrameProcessor("cuda"), NodeSettings()
+processor, settings = FramePipeline("cuda"), NodeSettings()
 for _ in range(5):
-    processor.process(cloud, settings)
+    processor.process(cloud, settings.cluster, settings.window)
 total, clustering = [], []
 for _ in range(100):
     start = time.perf_counter()
-    output = processor.process(cloud, settings)
+    output = processor.process(cloud, settings.cluster, settings.window)
     total.append((time.perf_counter() - start) * 1e3)
     clustering.append(output.result.timings_ms["total"])
-print(f"FrameProcessor.process on kitti_000001 (cuda, {output.result.num_clusters} clusters): "
+print(f"FramePipeline.process on kitti_000001 (cuda, {output.result.num_clusters} clusters): "
       f"median {np.median(total):.2f} ms, p99 {np.percentile(total, 99):.2f} ms; "
       f"clustering stages median {np.median(clustering):.2f} ms")
 EOF
@@ -92,9 +95,9 @@ node_phase() {
     timeout 30 bash -c "$(declare -f node_pipeline_profile); node_pipeline_profile" \
         > "$out/node_pipeline.log" 2>&1
     # Default input QoS (best effort) and transport: in-process, then the node as its own process.
-    timeout 230 "${cli[@]}" bench node --output "$out/node" --rates 10,20,30,50,100 \
+    timeout 230 "${cli[@]}" node --output "$out/node" --rates 10,20,30,50,100 \
         --duration-s 4 > "$out/node.log" 2>&1
-    echo "bench node exit $?" >> "$out/node.log"
+    echo "node benchmark exit $?" >> "$out/node.log"
 }
 
 case "$phase" in
@@ -106,7 +109,7 @@ tests)
 frames_stress)
     environment
     mkdir -p "$out/frames"
-    timeout 110 "${cli[@]}" bench frames --output "$out/frames" --peers cpu-backend,pcl-kdtree \
+    timeout 110 "${cli[@]}" frames --output "$out/frames" --peers cpu-backend,pcl-kdtree \
         --budget-s 1 --arborx-reps 10 > "$out/frames.log" 2>&1
     finish "$out/frames" $?
     stress_step 170
@@ -117,13 +120,13 @@ node)
     ;;
 reliability)
     environment
-    timeout 330 "${cli[@]}" bench reliability --backend cuda --output "$out/reliability" \
+    timeout 330 "${cli[@]}" reliability --backend cuda --output "$out/reliability" \
         > "$out/reliability.log" 2>&1
-    echo "bench reliability exit $?" >> "$out/reliability.log"
+    echo "reliability benchmark exit $?" >> "$out/reliability.log"
     ;;
 synthetic)
     environment
-    timeout 540 "${cli[@]}" bench synthetic --output "$out/synthetic" \
+    timeout 540 "${cli[@]}" synthetic --output "$out/synthetic" \
         --experiments "${3:-size,cluster_number,point_degree,point_distance}" "${@:4}" \
         > "$out/synthetic_$(date +%s).log" 2>&1
     ;;
@@ -139,11 +142,11 @@ bench)
     # `... synthetic OUT EXPERIMENTS --resume --peers none` (outputs in the same folders).
     environment
     mkdir -p "$out/frames" "$out/synthetic"
-    timeout 140 "${cli[@]}" bench frames --output "$out/frames" --peers cpu-backend,pcl-kdtree \
+    timeout 140 "${cli[@]}" frames --output "$out/frames" --peers cpu-backend,pcl-kdtree \
         --budget-s 1 --arborx-reps 10 > "$out/frames.log" 2>&1
     finish "$out/frames" $?
     stress_step 180
-    timeout 150 "${cli[@]}" bench synthetic --output "$out/synthetic" --peers none \
+    timeout 150 "${cli[@]}" synthetic --output "$out/synthetic" --peers none \
         --repeats 5 --budget-s 0.5 > "$out/synthetic.log" 2>&1
     finish "$out/synthetic" $?
     ;;

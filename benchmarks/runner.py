@@ -10,6 +10,7 @@ are never dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from ..clusterer import Backend, EuclideanClusterer
-from ..core.config import LABELLING_METHODS, SEARCHES, ClusterConfig
-from ..core.memory import StructureTooLargeError
-from ..core.result import STAGES, ClusterResult
+from gpu_euclidean_cluster.clusterer import Backend, EuclideanClusterer
+from gpu_euclidean_cluster.core.config import LABELLING_METHODS, SEARCHES, ClusterConfig
+from gpu_euclidean_cluster.core.memory import StructureTooLargeError
+from gpu_euclidean_cluster.core.result import STAGES, ClusterResult
+
 from .arborx import DENSEBOX_ROW, ArborxPeer
 from .cases import Case, CaseData
 from .peers import BASELINE_PEER, Peer, canonical_partition, cpu_backend_labels
+from .rows import Outcome, ResultRow, speedup_column
 from .stats import median, p99, time_calls
 
 
@@ -58,7 +61,8 @@ GPU_VARIANTS: tuple[Variant, ...] = (
 )
 
 #: The row of what the library runs by default (``method="auto"``, range search, on CUDA), and
-#: the same with the points already on the GPU: the rows issue 11's time targets are judged on.
+#: the same with the points already on the GPU: the rows the default-method time targets are
+#: judged on.
 DEFAULT_VARIANT = "RS-union_find"
 DEFAULT_RESIDENT_VARIANT = "RS-union_find+dev"
 
@@ -87,9 +91,12 @@ class Settings:
     oracle_method: str = "edge"
     #: Largest cloud the untimed oracle runs on (0: ``cpu_max_points``).
     oracle_max_points: int = 0
+    #: A ``--quick`` run: tiny clouds on the CPU backend (rows say so; their time and memory
+    #: targets are not judged).
+    quick: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return dataclasses.asdict(self)
 
 
 class CaseRunner:
@@ -109,13 +116,15 @@ class CaseRunner:
         self.peers = peers
         self.settings = settings
         self.arborx = arborx
+        #: the backend has device memory of its own: the GPU limits apply, not the CPU ones
+        self.on_device = backend.describe().memory_bytes is not None
 
     def implementations(self) -> list[str]:
         """Names of what is measured on each case, peers first (they provide the oracle)."""
         arborx = self.arborx.names if self.arborx else []
         return [p.name for p in self.peers] + [v.name for v in self.methods] + arborx
 
-    def run(self, case: Case, on_step: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    def run(self, case: Case, on_step: Callable[[str], None] | None = None) -> list[ResultRow]:
         """Rows for ``case``: one per peer and one per method, with speedups filled in."""
         data = case.load()
         oracle, oracle_name = _truth_oracle(data)
@@ -135,7 +144,7 @@ class CaseRunner:
                 oracle_ms = round((time.perf_counter() - start) * 1e3, 1)
         rows = []
         for row, labels in peer_runs:
-            row["matches_oracle"] = _matches(labels, oracle)
+            row.matches_oracle = _matches(labels, oracle)
             rows.append(row)
         for variant in self.methods:
             if on_step:
@@ -145,25 +154,44 @@ class CaseRunner:
             if on_step:
                 for name in self.arborx.names:
                     on_step(f"{case.key} {name}")
-            _release_device_memory(self.backend)  # the peer's process gets the free memory
-            base = _base_row(case, data, "", "", "")
+            self.backend.release_memory()  # the peer's process gets the free memory
+            base = self._base_row(case, data, "", "", "")
             rows += self.arborx.rows(data.points, data.d_th, oracle, base)
         for row in rows:
-            row["oracle"] = oracle_name
-            if oracle_ms is not None:
-                row["oracle_ms"] = oracle_ms
+            row.oracle = oracle_name
+            row.oracle_ms = oracle_ms
         _add_speedups(rows)
         _add_arborx_ratios(rows)
         return rows
 
+    def _base_row(
+        self, case: Case, data: CaseData, impl: str, kind: str, backend: str
+    ) -> ResultRow:
+        """A row of ``case`` for ``impl``, before it is measured (``case.params`` and
+        ``data.extra`` name fields of :class:`ResultRow`)."""
+        return ResultRow(
+            case=case.key,
+            experiment=case.experiment,
+            variable=case.variable,
+            value=case.value,
+            points=len(data.points),
+            d_th=data.d_th,
+            **case.params,
+            **data.extra,
+            quick=self.settings.quick,
+            impl=impl,
+            kind=kind,
+            backend=backend,
+        )
+
     def _run_peer(
         self, case: Case, data: CaseData, peer: Peer
-    ) -> tuple[dict[str, Any], np.ndarray | None]:
-        row = _base_row(case, data, peer.name, "cpu-peer", "cpu")
-        row["device"] = "cpu"
+    ) -> tuple[ResultRow, np.ndarray | None]:
+        row = self._base_row(case, data, peer.name, "cpu-peer", "cpu")
+        row.device = "cpu"
         reason = self._cpu_skip_reason(case, data, exhaustive=False)
         if reason:
-            row.update(status="skipped", reason=reason)
+            row.fail(Outcome("skipped", reason))
             return row, None
         s = self.settings
         try:
@@ -171,22 +199,23 @@ class CaseRunner:
                 lambda: peer.cluster(data.points, data.d_th), s.peer_warmup, s.repeats, s.budget_s
             )
         except Exception as error:  # a peer's failure is recorded, the run goes on
-            row.update(_failure_fields(error))
+            row.fail(_failure(error))
             return row, None
         labels = canonical_partition(timed.value)
-        row.update(_timing_fields(timed.samples_ms, timed.warmup_runs))
-        row.update(status="ok", clusters=int(labels.max(initial=-1)) + 1)
+        _set_timings(row, timed.samples_ms, timed.warmup_runs)
+        row.status = "ok"
+        row.clusters = int(labels.max(initial=-1)) + 1
         return row, labels
 
     def _run_method(
         self, case: Case, data: CaseData, variant: Variant, oracle: np.ndarray | None
-    ) -> dict[str, Any]:
-        row = _base_row(case, data, variant.name, "gpu-method", self.backend.name)
-        row["pointer_jumping"] = variant.pointer_jumping
-        row["device_resident"] = variant.device_resident
+    ) -> ResultRow:
+        row = self._base_row(case, data, variant.name, "gpu-method", self.backend.name)
+        row.pointer_jumping = variant.pointer_jumping
+        row.device_resident = variant.device_resident
         reason = self._method_skip_reason(case, data, variant)
         if reason:
-            row.update(status="skipped", reason=reason)
+            row.fail(Outcome("skipped", reason))
             return row
         config = ClusterConfig(
             d_th=data.d_th,
@@ -194,10 +223,11 @@ class CaseRunner:
             search=variant.search,  # type: ignore[arg-type]
             pointer_jumping=variant.pointer_jumping,
             memory_budget=self.settings.memory_budget,
+            max_work_s=None,  # the benchmark's own caps (--cpu-es-max-points ...) decide
         )
         clusterer = EuclideanClusterer(config, backend=self.backend)
         results: list[ClusterResult] = []
-        _release_device_memory(self.backend)
+        self.backend.release_memory()
         # device-resident: the points are copied to the device once, untimed; labels stay there
         points = self.backend.to_device(data.points) if variant.device_resident else data.points
 
@@ -213,27 +243,28 @@ class CaseRunner:
             labels = _host(timed.value.labels)
         except Exception as error:  # recorded (refused, out of memory or other), never dropped
             del results[:]
-            row.update(_failure_fields(error))
-            row["pool_bytes"] = _release_device_memory(self.backend)
+            row.fail(_failure(error))
+            row.pool_bytes = self.backend.release_memory()
             return row
         del results[:]
         try:
-            row.update(_peak_device_memory(self.backend, call, len(data.points)))
+            _set_peak_memory(row, self.backend, call, len(data.points))
         except Exception as error:  # the timings stand; only the memory figure is missing
-            row["memory_note"] = f"peak GPU memory not measured: {type(error).__name__}: {error}"
+            row.memory_note = f"peak GPU memory not measured: {type(error).__name__}: {error}"
         finally:
             del results[:]
-            row["pool_bytes"] = _release_device_memory(self.backend)
-        row.update(_timing_fields(timed.samples_ms, timed.warmup_runs))
-        row.update(_result_fields(measured))
-        row.update(status="ok", matches_oracle=_matches(labels, oracle))
+            row.pool_bytes = self.backend.release_memory()
+        _set_timings(row, timed.samples_ms, timed.warmup_runs)
+        _set_result(row, measured)
+        row.status = "ok"
+        row.matches_oracle = _matches(labels, oracle)
         return row
 
     def _method_skip_reason(self, case: Case, data: CaseData, variant: Variant) -> str | None:
         if variant.name in case.skip:
             return case.skip[variant.name]
         exhaustive = variant.search == "exhaustive"
-        if self.backend.name == "cpu":
+        if not self.on_device:
             return self._cpu_skip_reason(case, data, exhaustive=exhaustive)
         limit = self.settings.gpu_es_max_points
         if exhaustive and limit and len(data.points) > limit:
@@ -270,60 +301,37 @@ class CaseRunner:
         return None
 
 
-def _base_row(case: Case, data: CaseData, impl: str, kind: str, backend: str) -> dict[str, Any]:
-    return {
-        "case": case.key,
-        "experiment": case.experiment,
-        "variable": case.variable,
-        "value": case.value,
-        **case.params,
-        **data.extra,
-        "points": len(data.points),
-        "d_th": data.d_th,
-        "impl": impl,
-        "kind": kind,
-        "backend": backend,
-    }
+def _set_timings(row: ResultRow, samples_ms: list[float], warmup_runs: int) -> None:
+    row.warmup = warmup_runs
+    row.repeats = len(samples_ms)
+    row.median_ms = round(median(samples_ms), 4)
+    row.p99_ms = round(p99(samples_ms), 4)
+    row.min_ms = round(min(samples_ms), 4)
 
 
-def _timing_fields(samples_ms: list[float], warmup_runs: int) -> dict[str, Any]:
-    return {
-        "warmup": warmup_runs,
-        "repeats": len(samples_ms),
-        "median_ms": round(median(samples_ms), 4),
-        "p99_ms": round(p99(samples_ms), 4),
-        "min_ms": round(min(samples_ms), 4),
-    }
-
-
-def _result_fields(results: list[ClusterResult]) -> dict[str, Any]:
+def _set_result(row: ResultRow, results: list[ClusterResult]) -> None:
     """Median stage times, loop iterations and memory of the measured runs."""
     last = results[-1]
-    fields: dict[str, Any] = {
-        f"{stage}_ms": round(median([r.timings_ms[stage] for r in results]), 4)
-        for stage in (*STAGES, "total")
-    }
+    for stage in (*STAGES, "total"):
+        setattr(row, f"{stage}_ms", round(median([r.timings_ms[stage] for r in results]), 4))
     peaks = [r.peak_bytes for r in results if r.peak_bytes is not None]
-    fields.update(
-        clusters=last.num_clusters,
-        iterations=last.iterations,
-        num_edges=last.num_edges,
-        num_labels_after_initial=last.num_labels_after_initial,
-        peak_bytes=max(peaks) if peaks else None,
-        device=last.device,
-    )
-    return fields
+    row.clusters = last.num_clusters
+    row.iterations = last.iterations
+    row.num_edges = last.num_edges
+    row.num_labels_after_initial = last.num_labels_after_initial
+    row.peak_bytes = max(peaks) if peaks else None
+    row.device = last.device
 
 
-def _failure_fields(error: Exception) -> dict[str, Any]:
+def _failure(error: Exception) -> Outcome:
     """``refused`` where a method sized its structure and found it would not fit (its message
     names the need, the limit and ``union_find``), ``oom`` where the device ran out anyway, else
     ``error``."""
     if isinstance(error, StructureTooLargeError):
-        return {"status": "refused", "reason": f"refused: {error}"}
+        return Outcome("refused", f"refused: {error}")
     if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
-        return {"status": "oom", "reason": f"out of memory ({error})"}
-    return {"status": "error", "reason": f"{type(error).__name__}: {error}"}
+        return Outcome("oom", f"out of memory ({error})")
+    return Outcome("error", f"{type(error).__name__}: {error}")
 
 
 def _host(labels: Any) -> np.ndarray:
@@ -331,64 +339,19 @@ def _host(labels: Any) -> np.ndarray:
     return labels.get() if hasattr(labels, "get") else np.asarray(labels)
 
 
-def _peak_device_memory(
-    backend: Backend, call: Callable[[], ClusterResult], points: int
-) -> dict[str, Any]:
-    """Peak GPU memory of one more (untimed) run of ``call``: the most bytes held from CuPy's pool
-    at once (a CuPy memory hook; a device-resident run's input was allocated before and is not
-    counted), per point, and the drop of the driver's free memory (``memGetInfo``) over the run
-    from an empty pool. Off the GPU: no fields."""
-    if backend.name != "cuda":
-        return {}
-    import cupy
-
-    class PeakHook(cupy.cuda.MemoryHook):  # type: ignore[misc, name-defined]
-        name = "bench-peak-bytes"
-
-        def __init__(self) -> None:
-            self.held: dict[int, int] = {}
-            self.used = 0
-            self.peak = 0
-
-        def malloc_postprocess(self, **kw: Any) -> None:
-            if kw.get("mem_ptr"):
-                self.held[kw["mem_ptr"]] = kw["mem_size"]
-                self.used += kw["mem_size"]
-                self.peak = max(self.peak, self.used)
-
-        def free_postprocess(self, **kw: Any) -> None:
-            self.used -= self.held.pop(kw.get("mem_ptr"), 0)
-
-    cupy.get_default_memory_pool().free_all_blocks()
-    backend.synchronize()
-    free_before = int(cupy.cuda.runtime.memGetInfo()[0])
-    hook = PeakHook()
-    with hook:
-        result = call()  # a failure here is the method's own: the caller records it
-        backend.synchronize()
-    free_after = int(cupy.cuda.runtime.memGetInfo()[0])
-    del result
-    return {
-        "peak_gpu_bytes": hook.peak,
-        "bytes_per_point": round(hook.peak / points, 1) if points else None,
-        "mem_info_delta_bytes": free_before - free_after,
-    }
-
-
-def _release_device_memory(backend: Backend) -> int | None:
-    """Return CuPy's pooled blocks so the next method sees all free memory.
-
-    Returns the bytes the pool held before (its high-water mark over the method's runs, since
-    the pool keeps every block it allocated until freed), or None off the GPU.
-    """
-    if backend.name != "cuda":
-        return None
-    import cupy
-
-    pool = cupy.get_default_memory_pool()
-    held = int(pool.total_bytes())
-    pool.free_all_blocks()
-    return held
+def _set_peak_memory(
+    row: ResultRow, backend: Backend, call: Callable[[], ClusterResult], points: int
+) -> None:
+    """Device memory of one more (untimed) run of ``call``, measured by the backend from an
+    empty pool: the most bytes held at once (a device-resident run's input was allocated before
+    and is not counted), per point, and the drop of the driver's free memory over the run.
+    Backends without device memory measure nothing (``call`` is not run)."""
+    peak = backend.measure_peak_memory(call)
+    if peak is None:
+        return
+    row.peak_gpu_bytes = peak.peak_bytes
+    row.bytes_per_point = round(peak.peak_bytes / points, 1) if points else None
+    row.mem_info_delta_bytes = peak.free_drop_bytes
 
 
 def _truth_oracle(data: CaseData) -> tuple[np.ndarray | None, str | None]:
@@ -404,29 +367,29 @@ def _matches(labels: Any, oracle: np.ndarray | None) -> bool | None:
     return bool(np.array_equal(np.asarray(labels), oracle))
 
 
-def _add_speedups(rows: list[dict[str, Any]]) -> None:
+def _add_speedups(rows: list[ResultRow]) -> None:
     """``speedup_vs_<peer>``: the peer's median time over the row's, both measured in this run."""
     for peer in _ok_rows(rows, "cpu-peer"):
-        column = f"speedup_vs_{peer['impl'].replace('-', '_')}"
         for row in _ok_rows(rows, None):
-            row[column] = round(peer["median_ms"] / row["median_ms"], 3)
+            assert peer.median_ms is not None and row.median_ms
+            row.speedups[peer.impl.replace("-", "_")] = round(peer.median_ms / row.median_ms, 3)
 
 
-def _add_arborx_ratios(rows: list[dict[str, Any]]) -> None:
+def _add_arborx_ratios(rows: list[ResultRow]) -> None:
     """``ratio_to_arborx_densebox``: a GPU method's median over ArborX FDBSCAN-DenseBox's, both of
     this run: NumPy in -> labels out against its copy-in + cluster + copy-back (``median_ms``), and
     a device-resident row against its points-on-the-GPU time (``device_median_ms``)."""
-    peer = next((r for r in _ok_rows(rows, "gpu-peer") if r["impl"] == DENSEBOX_ROW), None)
+    peer = next((r for r in _ok_rows(rows, "gpu-peer") if r.impl == DENSEBOX_ROW), None)
     if peer is None:
         return
     for row in _ok_rows(rows, "gpu-method"):
-        reference = peer["device_median_ms"] if row.get("device_resident") else peer["median_ms"]
-        if reference:
-            row["ratio_to_arborx_densebox"] = round(row["median_ms"] / reference, 3)
+        reference = peer.device_median_ms if row.device_resident else peer.median_ms
+        if reference and row.median_ms is not None:
+            row.ratio_to_arborx_densebox = round(row.median_ms / reference, 3)
 
 
-def _ok_rows(rows: list[dict[str, Any]], kind: str | None) -> Iterator[dict[str, Any]]:
-    return (r for r in rows if r.get("status") == "ok" and kind in (None, r["kind"]))
+def _ok_rows(rows: list[ResultRow], kind: str | None) -> Iterator[ResultRow]:
+    return (r for r in rows if r.ok and kind in (None, r.kind))
 
 
-BASELINE_COLUMN = f"speedup_vs_{BASELINE_PEER.replace('-', '_')}"
+BASELINE_COLUMN = speedup_column(BASELINE_PEER)

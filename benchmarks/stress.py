@@ -1,4 +1,4 @@
-"""The stress set of ``bench stress`` (issue 11): clouds where the neighbour pairs, not the points,
+"""The stress set of the ``stress`` sub-command: clouds where the neighbour pairs, not the points,
 set the cost, and clouds too large or too dense for the paper's graph structures.
 
 Cases, in the order they run (the two degree regimes first: under a time limit they matter most;
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 #: The frame the ``kitti`` and ``tiled`` cases are made of.
 STRESS_FRAME = "kitti_000001.bin"
 
-#: Issue 11's regimes, each with its own time target (see :mod:`.targets`).
+#: The stress regimes, each with its own time target (see :mod:`.targets`).
 REGIME_DENSE = "dense"  # identical points, the 2 m cube, kitti_000001 at 100 m: <= 20 ms
 REGIME_LARGE = "large"  # 2 M points: <= 15 ms
 REGIME_DEGREE_1K = "degree-1k"  # ~15 k points at mean degree ~1 000: <= 1 ms
@@ -54,11 +54,11 @@ STRESS_ORACLE_MAX_POINTS = 4_000_000
 EXACT_DEGREE_MAX_POINTS = 100_000
 DEGREE_SAMPLE = 4096
 
-#: Methods known to be hopeless on a case within a benchmark run (measured on the H100, issue 11):
+#: Methods known to be hopeless on a case within a benchmark run (measured on the H100):
 #: recorded as ``skipped`` with this reason instead of being run.
 _MATRIX_2M = (
     "the matrix method takes 2.8 s at 0.5 m and more than a minute at 0.3 m on these 2 M points "
-    "on the H100 (issue 11); beyond a benchmark run"
+    "on the H100; beyond a benchmark run"
 )
 
 
@@ -94,7 +94,7 @@ def stress_frame(quick: bool, directory: Path) -> tuple[np.ndarray, str]:
     if path.is_file():
         points, name = read_frame(path), STRESS_FRAME
     else:
-        from ..tools.simulation import HDL64E, LidarSimulator, street_scene
+        from gpu_euclidean_cluster.tools.simulation import HDL64E, LidarSimulator, street_scene
 
         log.warning("%s not in %s: the stress set uses a simulated HDL-64E sweep", STRESS_FRAME,
                     directory)  # fmt: skip
@@ -126,7 +126,7 @@ def tiled_points(quick: bool, directory: Path) -> tuple[np.ndarray, dict[str, ob
 
 def room_scene(half_m: float, floor_m: float) -> object:
     """Four walls around the sensor, ``half_m`` from it, on a floor ``floor_m`` below it."""
-    from ..tools.simulation import SceneBuilder
+    from gpu_euclidean_cluster.tools.simulation import SceneBuilder
 
     scene = SceneBuilder(ground_z=-floor_m)
     t = 0.3
@@ -137,7 +137,7 @@ def room_scene(half_m: float, floor_m: float) -> object:
 
 
 def _simulated(sensor_name: str, step_deg: float, half_m: float, floor_m: float) -> np.ndarray:
-    from ..tools.simulation import LidarSimulator, get_sensor
+    from gpu_euclidean_cluster.tools.simulation import LidarSimulator, get_sensor
 
     sensor = dataclasses.replace(get_sensor(sensor_name), azimuth_step_deg=step_deg,
                                  min_range_m=0.3)  # fmt: skip

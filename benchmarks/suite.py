@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from ..tools.progress import ProgressBar
+from gpu_euclidean_cluster.tools.progress import ProgressBar
+
 from .cases import Case
 from .results import ResultStore
 from .runner import CaseRunner

@@ -2,13 +2,24 @@
 
     ros2 launch gpu_euclidean_cluster gpu_euclidean_cluster.launch.py \
         input_topic:=/points_raw params_file:=<yaml> namespace:=perception use_sim_time:=false \
-        log_level:=info
+        log_level:=info fastdds_large_clouds:=false
+
+fastdds_large_clouds:=true is for a LiDAR driver (or bag player) started by the same launch, after
+this file is included: it sets FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB in the launch
+process's environment, which every process the launch starts from then on inherits (so the
+driver's Fast DDS shared-memory segment holds a large cloud; see README, "Large clouds between
+processes"). It sets nothing when you configured Fast DDS yourself (FASTDDS_BUILTIN_TRANSPORTS,
+FASTDDS_DEFAULT_PROFILES_FILE, FASTRTPS_DEFAULT_PROFILES_FILE, FASTDDS_ENVIRONMENT_FILE, a
+DEFAULT_FASTDDS_PROFILES.xml in the working directory), when the RMW is not Fast DDS, or when
+ROS_AUTOMATIC_DISCOVERY_RANGE is LOCALHOST/OFF; it logs what it did. Processes started before
+the include, and anything outside this launch, are not affected; inside a scoped GroupAction the
+setting ends with the group. The node itself always sets it for its own process.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
@@ -24,7 +35,25 @@ ARGUMENTS = {
     "namespace": ("", "namespace of the node and its topics"),
     "use_sim_time": ("false", "use /clock for ROS time (true when replaying a bag with /clock)"),
     "log_level": ("info", "logging level: debug, info, warn, error or fatal"),
+    "fastdds_large_clouds": (
+        "false",
+        "true: processes this launch starts from here on (a co-launched LiDAR driver or bag "
+        "player) get FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB unless Fast DDS is "
+        "configured already, so that their large clouds reach the node",
+    ),
 }
+
+
+def _large_clouds(context):
+    """With fastdds_large_clouds:=true, the node's own Fast DDS choice for the launch's later
+    processes (gpu_euclidean_cluster.ros.transport.configure_transport)."""
+    if context.launch_configurations["fastdds_large_clouds"].strip().lower() not in ("true", "1"):
+        return []
+    from gpu_euclidean_cluster.ros.transport import configure_transport
+
+    environ = context.environment  # the launch process's environment: children inherit it
+    rmw = environ.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp"  # Kilted's default
+    return [LogInfo(msg="fastdds_large_clouds: " + configure_transport(environ, rmw))]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -53,4 +82,4 @@ def generate_launch_description() -> LaunchDescription:
         arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
         output="screen",
     )
-    return LaunchDescription([*arguments, node])
+    return LaunchDescription([*arguments, OpaqueFunction(function=_large_clouds), node])

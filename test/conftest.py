@@ -192,8 +192,10 @@ def _oracle_cloud_library() -> dict[str, tuple[np.ndarray, float]]:
     centres = rng.uniform(-10, 10, (8, 3))
     blobs = (centres[:, None, :] + rng.normal(0, 0.3, (8, 60, 3))).reshape(-1, 3)
     noise = rng.uniform(-12, 12, (100, 3))
-    clouds["gaussian_blobs"] = (rng.permutation(np.concatenate((blobs, noise))).astype(np.float32),
-                                0.4)
+    clouds["gaussian_blobs"] = (
+        rng.permutation(np.concatenate((blobs, noise))).astype(np.float32),
+        0.4,
+    )
     base = rng.uniform(0, 5, (50, 3)).astype(np.float32)
     clouds["duplicates"] = (rng.permutation(np.repeat(base, 4, axis=0)), 0.2)
     along = np.sort(rng.uniform(0, 20, 300))
@@ -256,13 +258,20 @@ def _exact_threshold_cloud() -> np.ndarray:
     below_y = float(np.nextafter(np.float32(0.5), np.float32(0)))
     rows = [
         # A row of points exactly d_th apart along x: four single clusters.
-        (0.0, 0.0, 0.0), (0.625, 0.0, 0.0), (1.25, 0.0, 0.0), (1.875, 0.0, 0.0),
+        (0.0, 0.0, 0.0),
+        (0.625, 0.0, 0.0),
+        (1.25, 0.0, 0.0),
+        (1.875, 0.0, 0.0),
         # Exactly d_th apart along z, and diagonally in the x-y plane.
-        (0.0, 5.0, 0.0), (0.0, 5.0, 0.625),
-        (0.0, 0.0, 10.0), (0.375, 0.5, 10.0),
+        (0.0, 5.0, 0.0),
+        (0.0, 5.0, 0.625),
+        (0.0, 0.0, 10.0),
+        (0.375, 0.5, 10.0),
         # The same, one float32 step closer: neighbours.
-        (0.0, 0.0, 15.0), (below, 0.0, 15.0),
-        (0.0, 0.0, 20.0), (0.375, below_y, 20.0),
+        (0.0, 0.0, 15.0),
+        (below, 0.0, 15.0),
+        (0.0, 0.0, 20.0),
+        (0.375, below_y, 20.0),
     ]
     return np.array(rows, dtype=np.float32)
 

@@ -1,5 +1,6 @@
-"""The benchmark tool: CPU peers, timing rules, output files of ``bench synthetic|frames|stress|
-node``, the ArborX peer's output parser and driver, the targets.
+"""The benchmarks (``python -m benchmarks``, run from the checkout): CPU peers, timing rules,
+output files of ``synthetic|frames|stress|node``, the ArborX peer's output parser and driver, the
+targets, the typed rows, and that the installed package carries none of it.
 
 The sub-commands run in ``--quick`` mode (small clouds, CPU backend) so that CI exercises the
 whole tool in well under a minute; no test asserts a speed. The ArborX peer is a GPU program; here
@@ -12,14 +13,17 @@ import csv
 import json
 import math
 import stat
+import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster.bench import peers
-from gpu_euclidean_cluster.bench.arborx import (
+from benchmarks import peers
+from benchmarks.arborx import (
+    ArborxPeer,
     ArborxRow,
     Scaling,
     arborx_scaling,
@@ -28,19 +32,20 @@ from gpu_euclidean_cluster.bench.arborx import (
     run_program,
     scaled_points,
 )
-from gpu_euclidean_cluster.bench.cases import QUICK_TABLE2
-from gpu_euclidean_cluster.bench.results import CSV_COLUMNS
-from gpu_euclidean_cluster.bench.runner import GPU_VARIANTS, _failure_fields
-from gpu_euclidean_cluster.bench.stats import p99, time_calls
-from gpu_euclidean_cluster.bench.stress import STRESS_SPECS, mean_degree
-from gpu_euclidean_cluster.bench.targets import TargetCheck, check_targets
+from benchmarks.cases import QUICK_TABLE2
+from benchmarks.cli import STRESS_METHODS, build_parser, main
+from benchmarks.results import CSV_COLUMNS, load_results
+from benchmarks.rows import NodeReport, Outcome, ResultRow
+from benchmarks.runner import GPU_VARIANTS, _failure
+from benchmarks.stats import p99, time_calls
+from benchmarks.stress import STRESS_SPECS, mean_degree
+from benchmarks.targets import TargetCheck, check_targets
 from gpu_euclidean_cluster.clusterer import as_points
-from gpu_euclidean_cluster.commands.bench import STRESS_METHODS
-from gpu_euclidean_cluster.commands.cli import main
+from gpu_euclidean_cluster.commands.cli import build_parser as installed_parser
 from gpu_euclidean_cluster.core.memory import StructureTooLargeError
 from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
 
-from .conftest import same_partition
+from .conftest import REPO_ROOT, same_partition
 
 METHOD_NAMES = {variant.name for variant in GPU_VARIANTS}
 STAGE_COLUMNS = ("transfer_in_ms", "build_ms", "label_ms", "filter_ms", "transfer_out_ms")
@@ -90,19 +95,25 @@ def test_p99_interpolates_and_is_nan_without_samples() -> None:
 
 
 def test_structures_too_large_are_refused_naming_need_limit_and_union_find() -> None:
-    fields = _failure_fields(MatrixMemoryError(100000, 3 << 30, 1 << 30))
-    assert fields["status"] == "refused"
-    assert fields["reason"].startswith("refused: method matrix needs 3.0 GiB")
-    assert "1.0 GiB of free GPU memory" in fields["reason"] and "union_find" in fields["reason"]
+    outcome = _failure(MatrixMemoryError(100000, 3 << 30, 1 << 30))
+    assert outcome.status == "refused"
+    assert outcome.reason.startswith("refused: method matrix needs 3.0 GiB")
+    assert "1.0 GiB of free GPU memory" in outcome.reason and "union_find" in outcome.reason
     edge = StructureTooLargeError("edge", "7230390119 edges", 7230390119 * 8, "the int32 range")
-    assert _failure_fields(edge) == {"status": "refused", "reason": f"refused: {edge}"}
-    assert _failure_fields(MemoryError("cudaErrorMemoryAllocation"))["status"] == "oom"
-    assert _failure_fields(RuntimeError("boom"))["status"] == "error"
+    assert _failure(edge) == Outcome("refused", f"refused: {edge}")
+    assert _failure(MemoryError("cudaErrorMemoryAllocation")).status == "oom"
+    assert _failure(RuntimeError("boom")).status == "error"
 
 
-def _row(impl: str, median_ms: float, **extra: object) -> dict[str, object]:
-    row: dict[str, object] = {
+def _row(impl: str, median_ms: float, **fields: object) -> ResultRow:
+    """A measured row of kitti_000001 at 0.5 m on the GPU (``fields``: columns to set, as in a
+    results file: ``speedup_vs_<peer>`` included)."""
+    values: dict[str, object] = {
         "case": "frames:kitti_000001.bin,d_th=0.5",
+        "experiment": "frames",
+        "variable": "d_th",
+        "value": 0.5,
+        "points": 120268,
         "frame": "kitti_000001.bin",
         "d_th": 0.5,
         "impl": impl,
@@ -111,10 +122,10 @@ def _row(impl: str, median_ms: float, **extra: object) -> dict[str, object]:
         "status": "ok",
         "median_ms": median_ms,
         "matches_oracle": True,
+        **dict.fromkeys(STAGE_COLUMNS, 0.0),
+        **fields,
     }
-    row.update(dict.fromkeys(STAGE_COLUMNS, 0.0))
-    row.update(extra)
-    return row
+    return ResultRow.from_dict(values)
 
 
 def test_targets_report_met_and_missed_by_how_much_with_the_dominant_stage() -> None:
@@ -124,8 +135,10 @@ def test_targets_report_met_and_missed_by_how_much_with_the_dominant_stage() -> 
         _row("RS-edge", 40.0, speedup_vs_pcl_kdtree=25.0, build_ms=10.0, label_ms=30.0),
         _row("ES-edge", 90.0, matches_oracle=False, build_ms=90.0),
     ]
-    node = {"steps": [{"frame": "kitti_000001.bin", "rate_hz": 10.0, "latency_p99_ms": 12.0,
-                       "dropped": 0, "sent": 50, "backend": "cuda"}]}  # fmt: skip
+    node = NodeReport.from_dict(
+        {"steps": [{"frame": "kitti_000001.bin", "rate_hz": 10.0, "latency_p99_ms": 12.0,
+                    "dropped": 0, "sent": 50, "backend": "cuda"}]}
+    )  # fmt: skip
     oracle, speedup, latency, node_check = check_targets(rows, node)[:4]
     assert oracle.status == "missed" and "ES-edge" in oracle.detail
     assert speedup.status == "missed"
@@ -165,7 +178,7 @@ def _check_document(document: dict, csv_rows: list[dict[str, str]], backend: str
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench_synthetic")
-    assert main(["bench", "synthetic", "--quick", "--output", str(out)]) == 0
+    assert main(["synthetic", "--quick", "--output", str(out)]) == 0
     return out
 
 
@@ -204,7 +217,7 @@ def test_resume_keeps_completed_cases(synthetic_run: Path, tmp_path: Path, capsy
     out.mkdir()
     before = (synthetic_run / "synthetic.json").read_text()
     (out / "synthetic.json").write_text(before)
-    argv = ["bench", "synthetic", "--quick", "--resume", "--no-plots", "--output", str(out)]
+    argv = ["synthetic", "--quick", "--resume", "--no-plots", "--output", str(out)]
     assert main(argv) == 0
     assert json.loads((out / "synthetic.json").read_text())["rows"] == json.loads(before)["rows"]
     assert not list(out.glob("*.png"))
@@ -216,7 +229,7 @@ def test_frames_quick_matches_pcl_counts(
     if not (lidar_data_dir / "kitti_000008.bin").is_file():
         pytest.skip(f"LiDAR frames not found in {lidar_data_dir} (set LIDAR_DATA_DIR)")
     monkeypatch.delenv("ARBORX_EC", raising=False)
-    argv = ["bench", "frames", "--quick", "--data-dir", str(lidar_data_dir), "--output",
+    argv = ["frames", "--quick", "--data-dir", str(lidar_data_dir), "--output",
             str(tmp_path)]  # fmt: skip
     assert main(argv) == 0
     document, csv_rows = _read_outputs(tmp_path, "frames")
@@ -241,7 +254,7 @@ def test_frames_quick_matches_pcl_counts(
 def test_frames_oracle_without_the_cpu_backend_peer(tmp_path: Path, lidar_data_dir: Path) -> None:
     if not (lidar_data_dir / "kitti_000008.bin").is_file():
         pytest.skip(f"LiDAR frames not found in {lidar_data_dir} (set LIDAR_DATA_DIR)")
-    argv = ["bench", "frames", "--quick", "--peers", "none", "--methods", "RS-edge+pj",
+    argv = ["frames", "--quick", "--peers", "none", "--methods", "RS-edge+pj",
             "--no-arborx", "--no-plots", "--data-dir", str(lidar_data_dir), "--output",
             str(tmp_path)]  # fmt: skip
     assert main(argv) == 0
@@ -252,20 +265,20 @@ def test_frames_oracle_without_the_cpu_backend_peer(tmp_path: Path, lidar_data_d
 
 
 def test_bench_errors_are_one_line(tmp_path: Path, capsys) -> None:
-    argv = ["bench", "synthetic", "--quick", "--experiments", "size,colour", "--output",
+    argv = ["synthetic", "--quick", "--experiments", "size,colour", "--output",
             str(tmp_path)]  # fmt: skip
     assert main(argv) == 2
     assert "unknown experiment(s) colour" in capsys.readouterr().err
-    argv = ["bench", "frames", "--data-dir", str(tmp_path), "--output", str(tmp_path)]
+    argv = ["frames", "--data-dir", str(tmp_path), "--output", str(tmp_path)]
     assert main(argv) == 2
     assert "no LiDAR frames" in capsys.readouterr().err
-    argv = ["bench", "synthetic", "--quick", "--methods", "RS-magic", "--output", str(tmp_path)]
+    argv = ["synthetic", "--quick", "--methods", "RS-magic", "--output", str(tmp_path)]
     assert main(argv) == 2
     assert "unknown method(s) RS-magic" in capsys.readouterr().err
-    argv = ["bench", "stress", "--quick", "--cases", "cube,donut", "--output", str(tmp_path)]
+    argv = ["stress", "--quick", "--cases", "cube,donut", "--output", str(tmp_path)]
     assert main(argv) == 2
     assert "unknown stress case(s) donut" in capsys.readouterr().err
-    argv = ["bench", "stress", "--quick", "--arborx-reps", "0", "--output", str(tmp_path)]
+    argv = ["stress", "--quick", "--arborx-reps", "0", "--output", str(tmp_path)]
     assert main(argv) == 2
     assert "--arborx-reps must be >= 1" in capsys.readouterr().err
 
@@ -276,7 +289,7 @@ def test_node_quick_measures_latency_and_drops(
 ) -> None:
     pytest.importorskip("rclpy")
     monkeypatch.setenv("LIDAR_DATA_DIR", str(lidar_data_dir))  # a simulated sweep when absent
-    assert main(["bench", "node", "--quick", "--output", str(tmp_path)]) == 0
+    assert main(["node", "--quick", "--output", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "node.json").read_text())
     expected = "kitti_000008.bin" if (lidar_data_dir / "kitti_000008.bin").is_file() else None
     assert result["options"]["frame"] == (expected or "simulated-vlp16")
@@ -309,7 +322,7 @@ def stress_run(tmp_path_factory: pytest.TempPathFactory, lidar_data_dir: Path) -
     out = tmp_path_factory.mktemp("bench_stress")
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("ARBORX_EC", raising=False)
-        argv = ["bench", "stress", "--quick", "--data-dir", str(lidar_data_dir), "--output",
+        argv = ["stress", "--quick", "--data-dir", str(lidar_data_dir), "--output",
                 str(out)]  # fmt: skip
         assert main(argv) == 0
     return out
@@ -369,11 +382,14 @@ def test_stress_quick_union_find_finishes_every_case_and_paper_methods_are_refus
     assert cabin["mean_degree"] > room["mean_degree"] > 50
 
 
-def test_stress_quick_targets_include_issue_11(stress_run: Path) -> None:
+def test_stress_quick_judges_correctness_but_not_the_time_targets(stress_run: Path) -> None:
     checks = {c["name"]: c for c in json.loads((stress_run / "targets.json").read_text())}
-    regimes = [name for name in checks if "mean degree ~1 000" in name]
-    assert len(regimes) == 1 and checks[regimes[0]]["status"] in ("met", "missed")
-    assert "room-vlp16 0.5 m" in checks[regimes[0]]["detail"]
+    regimes = [name for name in checks if "RS-union_find <= " in name and " median" in name
+               and ("mean degree" in name or "stress" in name or "2 M points" in name)]  # fmt: skip
+    assert len(regimes) == 4
+    for name in regimes:  # tiny CPU clouds say nothing about the GPU time targets
+        assert checks[name]["status"] == "not judged", checks[name]
+        assert checks[name]["detail"].startswith("--quick run")
     union_find = [c for name, c in checks.items() if name.startswith("union_find returns")]
     assert union_find[0]["status"] == "met"
     memory = [c for name, c in checks.items() if name.startswith("peak GPU memory")]
@@ -486,7 +502,7 @@ def fake_arborx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_arborx_rows_run_on_the_same_points_and_compare_partitions(
     tmp_path: Path, lidar_data_dir: Path, fake_arborx: Path
 ) -> None:
-    argv = ["bench", "stress", "--quick", "--cases", "identical,tiled,room-vlp16", "--methods",
+    argv = ["stress", "--quick", "--cases", "identical,tiled,room-vlp16", "--methods",
             "RS-union_find,RS-union_find+dev", "--no-plots", "--arborx-reps", "3", "--data-dir",
             str(lidar_data_dir), "--output", str(tmp_path / "out")]  # fmt: skip
     assert main(argv) == 0
@@ -524,12 +540,12 @@ def test_arborx_timeout_keeps_the_rows_printed(
     assert run.wall_s < 20
 
 
-def test_targets_of_issue_11_judge_the_default_method() -> None:
+def test_targets_of_the_default_method() -> None:
     frame = {"experiment": "frames", "frame": "kitti_000001.bin", "d_th": 0.5}
     rows = [
         _row("RS-union_find", 1.2, **frame, ratio_to_arborx_densebox=0.4, label_ms=1.0),
         _row("RS-union_find+dev", 1.1, **frame, device_resident=True, label_ms=1.0),
-        {**_row("arborx-FDBSCAN-DenseBox", 3.0, **frame), "kind": "gpu-peer"},
+        _row("arborx-FDBSCAN-DenseBox", 3.0, **frame, kind="gpu-peer"),
     ]
     stress = {"experiment": "stress", "stress_case": "cube", "d_th": 0.5, "points": 200000}
     rows += [
@@ -538,8 +554,8 @@ def test_targets_of_issue_11_judge_the_default_method() -> None:
         _row("RS-union_find", 0.8, **{**stress, "stress_case": "room-vlp16"},
              case="stress:room", regime="degree-1k", bytes_per_point=300.0,
              peak_gpu_bytes=4_000_000),
-        {**_row("RS-edge+pj", 0.0, **stress, case="stress:cube", regime="dense"),
-         "status": "refused", "reason": "refused: method edge needs ..."},
+        _row("RS-edge+pj", 0.0, **stress, case="stress:cube", regime="dense", status="refused",
+             reason="refused: method edge needs ..."),
     ]  # fmt: skip
     checks = check_targets(rows, None)
 
@@ -565,16 +581,133 @@ def test_targets_of_issue_11_judge_the_default_method() -> None:
 
 
 def test_arborx_failure_is_an_error_row_not_a_crash(tmp_path: Path) -> None:
-    from gpu_euclidean_cluster.bench.arborx import ArborxPeer
-
     program = tmp_path / "arborx_ec"
     program.write_text("#!/bin/sh\necho 'Kokkos::Cuda::initialize ERROR: no CUDA device'\nexit 3\n")
     program.chmod(program.stat().st_mode | stat.S_IXUSR)
     points = np.zeros((10, 3), np.float32)
-    rows = ArborxPeer(str(program), reps=1).rows(points, 0.5, None, {"case": "c"})
-    assert [r["impl"] for r in rows] == ["arborx-FDBSCAN", "arborx-FDBSCAN-DenseBox"]
+    base = ResultRow(case="c", experiment="frames", variable="d_th", value=0.5, points=10,
+                     d_th=0.5)  # fmt: skip
+    rows = ArborxPeer(str(program), reps=1).rows(points, 0.5, None, base)
+    assert [r.impl for r in rows] == ["arborx-FDBSCAN", "arborx-FDBSCAN-DenseBox"]
     for row in rows:
-        assert row["status"] == "error" and row["kind"] == "gpu-peer"
-        assert "exit status 3: Kokkos::Cuda::initialize ERROR: no CUDA device" in row["reason"]
-    missing = ArborxPeer(str(tmp_path / "absent"), reps=1).rows(points, 0.5, None, {})
-    assert all("could not start" in r["reason"] for r in missing)
+        assert row.status == "error" and row.kind == "gpu-peer" and row.case == "c"
+        assert "exit status 3: Kokkos::Cuda::initialize ERROR: no CUDA device" in str(row.reason)
+    missing = ArborxPeer(str(tmp_path / "absent"), reps=1).rows(points, 0.5, None, base)
+    assert all("could not start" in str(r.reason) for r in missing)
+
+
+# --- the benchmarks as a checkout-only package -------------------------------------------------
+
+SUBCOMMANDS = ("synthetic", "frames", "stress", "node", "reliability", "plot", "targets")
+
+
+def test_python_m_benchmarks_runs_from_the_repository_root() -> None:
+    """As run_gpu_report.sh runs it: the working directory is the checkout, nothing installed
+    needed for the benchmarks themselves."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m benchmarks")
+    assert all(name in done.stdout for name in SUBCOMMANDS)
+
+
+def test_every_subcommand_help_lists_every_subcommand() -> None:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "bench_command"]
+    assert set(sub.choices) == set(SUBCOMMANDS)
+    for name, subparser in sub.choices.items():
+        text = subparser.format_help()
+        assert text.startswith(f"usage: python -m benchmarks {name}")
+        for other in SUBCOMMANDS:
+            assert f"- {other}" in text or f" {other}: " in text or f"/ {other}:" in text, other
+
+
+def test_help_and_comments_name_no_tracker_issue() -> None:
+    import re
+
+    for path in sorted((REPO_ROOT / "benchmarks").glob("*.py")):
+        found = re.findall(r"issue \d+|issue's", path.read_text(), flags=re.IGNORECASE)
+        assert not found, f"{path.name}: {found}"
+
+
+def test_bench_errors_say_the_program(tmp_path: Path, capsys) -> None:
+    argv = ["synthetic", "--quick", "--methods", "RS-magic", "--output", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m benchmarks: error: unknown method(s) RS-magic")
+    assert err.count("\n") == 1
+
+
+def test_installed_command_has_no_bench() -> None:
+    (sub,) = [a for a in installed_parser()._actions if a.dest == "command"]
+    assert "bench" not in sub.choices
+    assert {"cluster", "make-bag", "simulate", "demo", "replay"} <= set(sub.choices)
+
+
+def test_the_package_carries_no_benchmark_code() -> None:
+    """setup.py packages the library only, and the library never imports the benchmarks."""
+    import ast
+    import os
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from distutils.core import run_setup
+
+    cwd = os.getcwd()
+    try:
+        os.chdir(REPO_ROOT)
+        packages = run_setup(str(REPO_ROOT / "setup.py"), stop_after="init").packages
+    finally:
+        os.chdir(cwd)
+    assert "gpu_euclidean_cluster" in packages
+    assert all(p.split(".")[0] == "gpu_euclidean_cluster" for p in packages), packages
+    assert not any("bench" in p for p in packages), packages
+    library = REPO_ROOT / "gpu_euclidean_cluster"
+    assert not (library / "bench").exists() and not (library / "commands" / "bench.py").exists()
+    for path in library.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )  # fmt: skip
+            assert not any(n.split(".")[0] == "benchmarks" for n in names), path
+
+
+def test_rows_serialise_with_the_columns_of_their_fields() -> None:
+    row = _row("RS-edge", 40.0, speedup_vs_pcl_kdtree=25.0, legacy_column="kept")
+    columns = row.as_dict()
+    assert columns["speedup_vs_pcl_kdtree"] == 25.0 and row.speedup_over("pcl-kdtree") == 25.0
+    assert columns["legacy_column"] == "kept" and "speedups" not in columns
+    assert set(asdict(row)) - {"speedups", "extra"} <= set(columns)
+    assert ResultRow.from_dict(columns) == row
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        path
+        for path in (REPO_ROOT / "benchmarks" / "results").glob("*/*/*.json")
+        if path.stem in ("synthetic", "frames", "stress", "node")
+    ),
+    ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}",
+)
+def test_results_of_earlier_runs_still_load(path: Path) -> None:
+    document = json.loads(path.read_text())
+    if path.name == "node.json":
+        report = NodeReport.from_dict(document)
+        assert report.steps and report.steps[0].rate_hz > 0
+        return
+    results = load_results(path)
+    assert results.meta.device and len(results.rows) == len(document["rows"])
+    for old, row in zip(document["rows"], results.rows, strict=True):
+        columns = row.as_dict()
+        assert {k: columns[k] for k in old} == old
+    check_targets(results.rows, None)  # the targets read them

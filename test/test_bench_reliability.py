@@ -1,5 +1,5 @@
-"""``bench reliability`` (quick, CPU): flood, soak and malformed-message matrix against the node
-as its own process."""
+"""``python -m benchmarks reliability`` (quick, CPU): flood, soak and malformed-message matrix
+against the node as its own process."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu_euclidean_cluster.bench.errors import BenchError
-from gpu_euclidean_cluster.bench.reliability import (
+from benchmarks.errors import BenchError
+from benchmarks.reliability import (
     QUICK_OPTIONS,
     ReliabilityOptions,
+    ReliabilityReport,
     format_reliability,
     run_reliability,
 )
@@ -33,16 +34,21 @@ ZERO_TARGETS = (
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def typed_report(tmp_path_factory: pytest.TempPathFactory) -> ReliabilityReport:
     pytest.importorskip("rclpy")
     options = replace(QUICK_OPTIONS, log_dir=tmp_path_factory.mktemp("reliability"))
     return run_reliability(options)
 
 
+@pytest.fixture(scope="module")
+def report(typed_report: ReliabilityReport) -> dict:
+    """The report as written to reliability.json."""
+    return json.loads(json.dumps(typed_report.as_dict()))
+
+
 @pytest.mark.ros
 @pytest.mark.slow
-def test_quick_report_has_every_part(report):
-    json.dumps(report)  # JSON-ready
+def test_quick_report_has_every_part(report, typed_report):
     assert report["meta"]["backend"] == "cpu"
     flood = report["flood"]
     assert [(s["reliability"], s["rate_hz"]) for s in flood] == [
@@ -69,7 +75,7 @@ def test_quick_report_has_every_part(report):
         c["name"] for c in matrix
     }
     assert {t["name"] for t in report["targets"]} >= set(ZERO_TARGETS)
-    summary = format_reliability(report)
+    summary = format_reliability(typed_report)
     assert all(t["name"] in summary for t in report["targets"])
 
 

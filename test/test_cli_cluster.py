@@ -23,8 +23,10 @@ PROG = "gpu-euclidean-cluster"
 def _blobs_pcd(path: Path) -> Path:
     """Three blobs of 40, 25 and 10 points 5 m apart (spacing 0.1 m), plus one NaN point."""
     rng = np.random.default_rng(3)
-    blobs = [c + rng.uniform(-0.2, 0.2, size=(n, 3)) for c, n in
-             (((0, 0, 0), 40), ((5, 0, 0), 25), ((0, 5, 0), 10))]
+    blobs = [
+        c + rng.uniform(-0.2, 0.2, size=(n, 3))
+        for c, n in (((0, 0, 0), 40), ((5, 0, 0), 25), ((0, 5, 0), 10))
+    ]
     xyz = np.vstack([*blobs, [[np.nan, 0, 0]]]).astype(np.float32)
     write_pcd(path, Cloud(xyz, {"intensity": np.arange(len(xyz), dtype=np.float32)}))
     return path
@@ -86,9 +88,21 @@ def test_size_filter_and_labels_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     path = _blobs_pcd(tmp_path / "blobs.pcd")
     labels_path = tmp_path / "labels.bin"
     status, out, _ = _run_main(
-        capsys, str(path), "--json", "--backend", "cpu", "--search", "exhaustive",
-        "--d-th", "0.75", "--min-cluster-size", "11", "--max-cluster-size", "39",
-        "--labels-out", str(labels_path),
+        capsys,
+        str(path),
+        "--json",
+        "--backend",
+        "cpu",
+        "--search",
+        "exhaustive",
+        "--d-th",
+        "0.75",
+        "--min-cluster-size",
+        "11",
+        "--max-cluster-size",
+        "39",
+        "--labels-out",
+        str(labels_path),
     )
     assert status == 0
     report = json.loads(out)
@@ -101,8 +115,9 @@ def test_size_filter_and_labels_file(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_human_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _blobs_pcd(tmp_path / "blobs.pcd")
-    status, out, _ = _run_main(capsys, str(path), "--backend", "cpu", "--labels-out",
-                               str(tmp_path / "l.bin"))
+    status, out, _ = _run_main(
+        capsys, str(path), "--backend", "cpu", "--labels-out", str(tmp_path / "l.bin")
+    )
     assert status == 0
     assert "points    76 (75 finite)" in out
     assert "clusters  3 at d_th 0.5 m, sizes 1..unlimited" in out
@@ -112,13 +127,15 @@ def test_human_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert f"labels    {tmp_path / 'l.bin'} (int32, 76 values)" in out
 
 
-def test_format_option_overrides_the_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                          ) -> None:
+def test_format_option_overrides_the_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     table = np.zeros((4, 5), np.float32)
     table[:, 0] = [0, 0.1, 10, 10.1]
     table.tofile(tmp_path / "frame.dat")
-    status, out, _ = _run_main(capsys, str(tmp_path / "frame.dat"), "--format", "nuscenes",
-                               "--json", "--backend", "cpu")
+    status, out, _ = _run_main(
+        capsys, str(tmp_path / "frame.dat"), "--format", "nuscenes", "--json", "--backend", "cpu"
+    )
     assert status == 0
     assert json.loads(out)["cluster_sizes"] == [2, 2]
 
@@ -172,9 +189,22 @@ def test_installed_script_on_kitti_000008(tmp_path: Path) -> None:
     frame = data_file("kitti_000008.bin")
     labels_path = tmp_path / "labels.bin"
     completed = subprocess.run(
-        [_script(), "cluster", str(frame), "--d-th", "0.5", "--backend", "cpu", "--json",
-         "--labels-out", str(labels_path)],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            _script(),
+            "cluster",
+            str(frame),
+            "--d-th",
+            "0.5",
+            "--backend",
+            "cpu",
+            "--json",
+            "--labels-out",
+            str(labels_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
@@ -188,10 +218,14 @@ def test_installed_script_on_kitti_000008(tmp_path: Path) -> None:
 def test_installed_script_errors_without_traceback(tmp_path: Path) -> None:
     completed = subprocess.run(
         [_script(), "cluster", str(tmp_path / "absent.pcd"), "--backend", "cpu"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    _assert_one_line_error(completed.returncode, completed.stdout, completed.stderr,
-                           "absent.pcd: no such file")
+    _assert_one_line_error(
+        completed.returncode, completed.stdout, completed.stderr, "absent.pcd: no such file"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["pcd", "kitti", "npy"])

@@ -61,8 +61,9 @@ def test_exact_threshold_pairs_are_not_neighbours():
         # All pairs from the first point are exactly d_th = 5 apart: strict "<" keeps them apart.
         result = _cluster_cpu(points, 5.0, method, search)
         assert result.num_clusters == 4
-        result = _cluster_cpu(points, float(np.nextafter(np.float32(5), np.float32(6))), method,
-                              search)
+        result = _cluster_cpu(
+            points, float(np.nextafter(np.float32(5), np.float32(6))), method, search
+        )
         assert result.num_clusters == 1
 
 

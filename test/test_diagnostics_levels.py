@@ -92,3 +92,20 @@ def test_publication_sequence_gaps_count_frames_lost_before_the_node():
     assert level == DiagnosticStatus.OK and "1 frame(s) lost before reaching the node" in message
     level, _ = diagnostics.window_level(later(received=110, processed=110, lost=5), BASE, 0.1)
     assert level == DiagnosticStatus.WARN
+
+
+def test_lost_frames_name_the_publisher_transport_and_the_fix():
+    level, message = diagnostics.window_level(later(received=105, lost=5), BASE, 0.1)
+    assert level == DiagnosticStatus.WARN
+    assert "5 frame(s) lost before reaching the node (5 of 10 sent" in message
+    assert "shared-memory segment" in message
+    assert "FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB" in message
+
+
+def test_silent_matched_publisher_warns_with_the_reason():
+    silence = "no frame arrived on /input/points for 7 s while 1 publisher(s) are matched"
+    empty = later(received=0, processed=0)
+    level, message = diagnostics.window_level(empty, None, 0.1, silence)
+    assert level == DiagnosticStatus.WARN
+    assert message.startswith(silence) and "sockets_size=8MB" in message
+    assert diagnostics.window_level(empty, None, 0.1, "")[0] == DiagnosticStatus.OK

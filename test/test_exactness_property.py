@@ -89,9 +89,7 @@ def test_cpu_searches_agree_label_for_label(cloud):
 @given(cloud=clouds())
 def test_gpu_labels_equal_cpu(cloud, method, search, pointer_jumping):
     points, d_th = cloud
-    config = ClusterConfig(
-        d_th=d_th, method=method, search=search, pointer_jumping=pointer_jumping
-    )
+    config = ClusterConfig(d_th=d_th, method=method, search=search, pointer_jumping=pointer_jumping)
     gpu = EuclideanClusterer(config, backend="cuda").cluster(points).labels
     cpu = EuclideanClusterer(config, backend="cpu").cluster(points).labels
     np.testing.assert_array_equal(gpu, cpu)

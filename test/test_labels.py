@@ -99,8 +99,18 @@ def test_result_summary_is_json_ready():
     )
     summary = result.summary()
     assert set(summary) == {
-        "points", "clusters", "components", "method", "search", "backend", "device",
-        "iterations", "num_edges", "num_labels_after_initial", "peak_bytes", "cluster_sizes",
+        "points",
+        "clusters",
+        "components",
+        "method",
+        "search",
+        "backend",
+        "device",
+        "iterations",
+        "num_edges",
+        "num_labels_after_initial",
+        "peak_bytes",
+        "cluster_sizes",
         "timings_ms",
     }
     assert summary["points"] == 6

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "gpu_euclidean_cluster.launch.py"
-REQUIRED_ARGUMENTS = {"params_file", "input_topic", "namespace", "use_sim_time", "log_level"}
+REQUIRED_ARGUMENTS = {
+    "params_file",
+    "input_topic",
+    "namespace",
+    "use_sim_time",
+    "log_level",
+    "fastdds_large_clouds",
+}
 
 
 def _arguments_table() -> dict[str, tuple[object, str]]:

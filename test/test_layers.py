@@ -177,9 +177,7 @@ def _checks_backend_type(node: ast.AST) -> bool:
         return False
     if node.func.id != "isinstance" or len(node.args) != 2:
         return False
-    return any(
-        isinstance(n, ast.Name) and n.id.endswith("Backend") for n in ast.walk(node.args[1])
-    )
+    return any(isinstance(n, ast.Name) and n.id.endswith("Backend") for n in ast.walk(node.args[1]))
 
 
 def test_every_folder_has_a_layer():

@@ -25,7 +25,11 @@ GIB = 1024**3
 @pytest.mark.parametrize(
     ("labels", "words", "one_matrix"),
     [
-        (0, 0, 0), (1, 1, 4), (32, 1, 128), (33, 2, 264), (256, 8, 8192),
+        (0, 0, 0),
+        (1, 1, 4),
+        (32, 1, 128),
+        (33, 2, 264),
+        (256, 8, 8192),
         (65536, 2048, 512 * 1024**2),
     ],
 )
@@ -64,8 +68,15 @@ def test_check_raises_with_need_and_free_memory_named():
 
 @pytest.mark.parametrize(
     ("count", "text"),
-    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"),
-     (5 * 1024**2, "5.0 MiB"), (3 * GIB, "3.0 GiB"), (2 * 1024**4, "2.0 TiB")],
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (5 * 1024**2, "5.0 MiB"),
+        (3 * GIB, "3.0 GiB"),
+        (2 * 1024**4, "2.0 TiB"),
+    ],
 )
 def test_format_bytes(count, text):
     assert format_bytes(count) == text

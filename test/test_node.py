@@ -181,8 +181,11 @@ def test_bad_frame_rejected_counted_and_next_frame_answered(ros, stamps, defect)
     values = diagnostic_values(report)
     assert values["backend"] == "cpu"
     assert {"input_rate_hz", "latency_p50_ms", "latency_p99_ms", "frames_dropped"} <= set(values)
-    stages = {f"stage_{s}_{q}_ms" for s in ("decode_build", "cluster", "publish", "markers")
-              for q in ("p50", "p99")}
+    stages = {
+        f"stage_{s}_{q}_ms"
+        for s in ("decode_build", "cluster", "publish", "markers")
+        for q in ("p50", "p99")
+    }
     assert stages <= set(values)
     assert float(values["stage_cluster_p50_ms"]) > 0
 

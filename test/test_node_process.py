@@ -141,3 +141,48 @@ def test_invalid_start_up_parameters_exit_2(args, message, domain_id):
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_help_lists_the_parameters_and_exits():
+    script = Path(sys.executable).parent / "euclidean_cluster_node"
+    launcher = [str(script)] if script.exists() else [sys.executable, "-m", _MODULE]
+    done = subprocess.run([*launcher, "--help"], capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: euclidean_cluster_node")
+    assert "  d_th (double, default 0.5; in [0.0, .inf])" in done.stdout
+    assert "  max_work_s (double, default 1.0" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_parameters_are_named_and_library_notices_reach_the_ros_log(domain_id, tmp_path):
+    params = tmp_path / "autoware_style.param.yaml"
+    params.write_text("/**:\n  ros__parameters:\n    tolerance: 0.7\n    min_clustr_size: 5\n")
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
+    process = subprocess.Popen(
+        _command("--params-file", str(params), "-p", "backend:=auto"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines: list[str] = []
+        assert process.stdout is not None
+        for line in process.stdout:  # until the start-up line
+            lines.append(line)
+            if "clustering on" in line:
+                break
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=TIMEOUT_S)
+    output = "".join(lines) + rest
+    assert (
+        "[WARN]" in output
+        and "unknown parameter 'tolerance' ignored; it is called d_th here" in output
+    )
+    assert "unknown parameter 'min_clustr_size' ignored; did you mean min_cluster_size?" in output
+    if not cuda_available():  # the library's notice, through the ROS logger
+        assert any(
+            "[WARN]" in line and "no CUDA device found through CuPy" in line
+            for line in output.splitlines()
+        ), output

@@ -47,13 +47,26 @@ def _assert_same_cloud(actual: Cloud, expected: Cloud) -> None:
     assert (actual.height, actual.width) == (expected.height, expected.width)
 
 
-def _pcd_header(fields: str, size: str, type_: str, count: str | None, points: int,
-                data: str, height: int = 1, version: str = "0.7") -> bytes:
+def _pcd_header(
+    fields: str,
+    size: str,
+    type_: str,
+    count: str | None,
+    points: int,
+    data: str,
+    height: int = 1,
+    version: str = "0.7",
+) -> bytes:
     lines = [f"VERSION {version}", f"FIELDS {fields}", f"SIZE {size}", f"TYPE {type_}"]
     if count is not None:
         lines.append(f"COUNT {count}")
-    lines += [f"WIDTH {points // height}", f"HEIGHT {height}", "VIEWPOINT 0 0 0 1 0 0 0",
-              f"POINTS {points}", f"DATA {data}"]
+    lines += [
+        f"WIDTH {points // height}",
+        f"HEIGHT {height}",
+        "VIEWPOINT 0 0 0 1 0 0 0",
+        f"POINTS {points}",
+        f"DATA {data}",
+    ]
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -84,8 +97,13 @@ def test_finite_mask_flags_nan_and_inf_rows() -> None:
 
 @pytest.mark.parametrize(
     ("name", "fmt"),
-    [("a.bin", "kitti"), ("dir.x/n.pcd.bin", "nuscenes"), ("A.PCD", "pcd"), ("p.npy", "npy"),
-     ("sweep.PCD.BIN", "nuscenes")],
+    [
+        ("a.bin", "kitti"),
+        ("dir.x/n.pcd.bin", "nuscenes"),
+        ("A.PCD", "pcd"),
+        ("p.npy", "npy"),
+        ("sweep.PCD.BIN", "nuscenes"),
+    ],
 )
 def test_format_from_name(name: str, fmt: str) -> None:
     assert detect_format(name) == fmt
@@ -184,8 +202,9 @@ def test_npy_organised_plain_and_structured(tmp_path: Path) -> None:
     assert (cloud.height, cloud.width) == (2, 3)
     np.testing.assert_array_equal(cloud.xyz, grid.reshape(6, 4)[:, :3])
 
-    records = np.zeros((2, 3), dtype=[("i", "u1"), ("x", "f8"), ("y", "f4"), ("z", "i2"),
-                                      ("n", "f4", (3,))])
+    records = np.zeros(
+        (2, 3), dtype=[("i", "u1"), ("x", "f8"), ("y", "f4"), ("z", "i2"), ("n", "f4", (3,))]
+    )
     records["x"] = np.arange(6).reshape(2, 3)
     records["n"] = 7
     np.save(tmp_path / "s.npy", records)
@@ -248,26 +267,37 @@ def test_pcd_writer_refuses_what_pcd_cannot_hold(tmp_path: Path) -> None:
 
 
 def test_pcd_binary_any_field_order_f8_xyz_and_padding(tmp_path: Path) -> None:
-    dtype = np.dtype([("intensity", "<f4"), ("_", "u1", (3,)), ("z", "<f8"), ("y", "<f8"),
-                      ("ring", "<u2"), ("x", "<f8")])
+    dtype = np.dtype(
+        [
+            ("intensity", "<f4"),
+            ("_", "u1", (3,)),
+            ("z", "<f8"),
+            ("y", "<f8"),
+            ("ring", "<u2"),
+            ("x", "<f8"),
+        ]
+    )
     records = np.zeros(6, dtype)
     records["x"], records["y"], records["z"] = np.arange(6), -np.arange(6), 0.5
     records["intensity"], records["ring"] = 0.25, np.arange(6) + 100
     records["_"] = 0xAB
     path = tmp_path / "ordered.pcd"
-    header = _pcd_header("intensity _ z y ring x", "4 1 8 8 2 8", "F U F F U F",
-                         "1 3 1 1 1 1", 6, "binary", height=2)
+    header = _pcd_header(
+        "intensity _ z y ring x", "4 1 8 8 2 8", "F U F F U F", "1 3 1 1 1 1", 6, "binary", height=2
+    )
     path.write_bytes(header + records.tobytes())
     cloud = read_pcd(path)
-    np.testing.assert_array_equal(cloud.xyz, np.c_[np.arange(6), -np.arange(6), np.full(6, .5)])
+    np.testing.assert_array_equal(cloud.xyz, np.c_[np.arange(6), -np.arange(6), np.full(6, 0.5)])
     assert list(cloud.fields) == ["intensity", "ring"] and (cloud.height, cloud.width) == (2, 3)
     np.testing.assert_array_equal(cloud.fields["ring"], np.arange(6) + 100)
 
 
 def test_pcd_ascii_v06_without_count_with_comments_and_crlf(tmp_path: Path) -> None:
-    text = ("# written by hand\r\nVERSION .6\r\nFIELDS x y z rgb\r\nSIZE 4 4 4 4\r\n"
-            "TYPE F F F U\r\nWIDTH 3\r\nHEIGHT 1\r\nPOINTS 3\r\nDATA ascii\r\n"
-            "1 2 3 4294967295\r\nnan nan nan 0\r\n-1.5e3 0 .25 7\r\n")
+    text = (
+        "# written by hand\r\nVERSION .6\r\nFIELDS x y z rgb\r\nSIZE 4 4 4 4\r\n"
+        "TYPE F F F U\r\nWIDTH 3\r\nHEIGHT 1\r\nPOINTS 3\r\nDATA ascii\r\n"
+        "1 2 3 4294967295\r\nnan nan nan 0\r\n-1.5e3 0 .25 7\r\n"
+    )
     (tmp_path / "h.pcd").write_text(text, newline="")
     cloud = read_pcd(tmp_path / "h.pcd")
     np.testing.assert_array_equal(cloud.xyz, [[1, 2, 3], [np.nan] * 3, [-1500, 0, 0.25]])
@@ -275,8 +305,9 @@ def test_pcd_ascii_v06_without_count_with_comments_and_crlf(tmp_path: Path) -> N
     assert cloud.fields["rgb"].dtype == np.uint32
 
 
-def test_pcd_unknown_header_line_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture
-                                           ) -> None:
+def test_pcd_unknown_header_line_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     header = _pcd_header("x y z", "4 4 4", "F F F", None, 1, "ascii")
     (tmp_path / "u.pcd").write_bytes(header.replace(b"DATA", b"COLOR red\nDATA") + b"1 2 3\n")
     with caplog.at_level(logging.WARNING):
@@ -284,8 +315,9 @@ def test_pcd_unknown_header_line_is_logged(tmp_path: Path, caplog: pytest.LogCap
     assert cloud.num_points == 1 and "COLOR red" in caplog.text
 
 
-def test_pcd_trailing_binary_bytes_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture
-                                              ) -> None:
+def test_pcd_trailing_binary_bytes_are_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     header = _pcd_header("x y z", "4 4 4", "F F F", "1 1 1", 2, "binary")
     (tmp_path / "t.pcd").write_bytes(header + np.ones(7, "<f4").tobytes())
     with caplog.at_level(logging.WARNING):
@@ -306,10 +338,18 @@ _LZF_FIXTURE = bytes.fromhex(
 _LZF_FIXTURE_SIZE = 8 * (4 + 4 + 4 + 8 + 2 + 12)
 
 
-def _compressed_pcd(path: Path, body: bytes, uncompressed: int, announced: int | None = None
-                    ) -> None:
-    header = _pcd_header("x _ y z intensity ring normal", "4 1 4 4 8 2 4", "F U F F F U F",
-                         "1 2 1 1 1 1 3", 8, "binary_compressed", height=2)
+def _compressed_pcd(
+    path: Path, body: bytes, uncompressed: int, announced: int | None = None
+) -> None:
+    header = _pcd_header(
+        "x _ y z intensity ring normal",
+        "4 1 4 4 8 2 4",
+        "F U F F F U F",
+        "1 2 1 1 1 1 3",
+        8,
+        "binary_compressed",
+        height=2,
+    )
     sizes = np.array([len(body) if announced is None else announced, uncompressed], "<u4")
     path.write_bytes(header + sizes.tobytes() + body)
 
@@ -333,8 +373,14 @@ def test_pcd_binary_compressed_matches_liblzf_on_a_large_cloud(tmp_path: Path) -
     fields = {"x": cloud.xyz[:, 0], "y": cloud.xyz[:, 1], "z": cloud.xyz[:, 2], **cloud.fields}
     raw = b"".join(np.ascontiguousarray(v).tobytes() for v in fields.values())
     body = lzf.compress(raw, len(raw) + len(raw) // 16 + 64)
-    header = _pcd_header(" ".join(fields), "4 4 4 4 2 8 4 1 8 4", "F F F F U F I I U F",
-                         "1 1 1 1 1 1 1 1 1 3", 5000, "binary_compressed")
+    header = _pcd_header(
+        " ".join(fields),
+        "4 4 4 4 2 8 4 1 8 4",
+        "F F F F U F I I U F",
+        "1 1 1 1 1 1 1 1 1 3",
+        5000,
+        "binary_compressed",
+    )
     path = tmp_path / "big.pcd"
     path.write_bytes(header + np.array([len(body), len(raw)], "<u4").tobytes() + body)
     _assert_same_cloud(read_pcd(path), cloud)

@@ -190,7 +190,7 @@ def test_param_set_get_describe_against_the_launched_node(launched, env):
     assert "Parameter name: backend\n  Type: string" in described
     assert "Read only: true" in described
     assert "Additional constraints: one of: auto, cuda, cpu" in described
-    assert "d_th=0.7" in launched.output()  # the node logged the settings it now uses
+    assert "from the next frame: d_th 0.5 -> 0.7" in launched.output()  # only what changed
 
 
 def test_launched_node_clusters_what_arrives_on_input_topic(launched, domain):

@@ -29,8 +29,11 @@ def _measured_degree(points: np.ndarray, d_th: float) -> float:
     total = 0
     for start in range(0, len(points), 512):
         d = points[start : start + 512, None, :] - points[None, :, :]
-        total += int(np.count_nonzero((d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
-                                      + d[..., 2] * d[..., 2] < threshold))
+        total += int(
+            np.count_nonzero(
+                (d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) + d[..., 2] * d[..., 2] < threshold
+            )
+        )
     return total / len(points)
 
 
@@ -194,9 +197,7 @@ SMALL_TABLE2 = {
 }
 
 
-@pytest.mark.parametrize(
-    "factors", [f for cases in SMALL_TABLE2.values() for f in cases], ids=str
-)
+@pytest.mark.parametrize("factors", [f for cases in SMALL_TABLE2.values() for f in cases], ids=str)
 def test_cpu_recovers_small_table2_clouds(factors, assert_same_partition):
     cloud = synthetic_cloud(*factors, seed=3, d_th=0.5)
     for method, search in COMBOS:

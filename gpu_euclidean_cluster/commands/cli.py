@@ -5,9 +5,12 @@ Each sub-command lives in ``gpu_euclidean_cluster/commands/<name>.py`` and expos
 arguments returning the exit status). Heavy imports (CuPy, rclpy, matplotlib) happen inside
 ``run`` so that ``--help`` and the other sub-commands stay fast.
 
-Expected failures raise :class:`CommandError`, ``BenchError``, ``ReplayError`` (or
-ValueError/OSError from the library): the user
-sees one line, ``gpu-euclidean-cluster: error: <reason>``, and exit status 2 — never a traceback.
+Expected failures raise :class:`CommandError`, ``ReplayError`` (or ValueError/OSError from the
+library): the user sees one line, ``gpu-euclidean-cluster: error: <reason>``, and exit status 2 —
+never a traceback.
+
+The benchmarks are no part of the installed command: run them from a checkout with
+``python -m benchmarks`` (see benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ..bench.errors import BenchError
 from ..ros.replay import ReplayError
-from . import bench, cluster, demo, make_bag, replay, simulate
+from . import cluster, demo, make_bag, replay, simulate
 from .errors import CommandError
 
-COMMANDS = (cluster, simulate, make_bag, replay, demo, bench)
+COMMANDS = (cluster, simulate, make_bag, replay, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args) or 0)
-    except (CommandError, BenchError, ReplayError, ValueError, OSError) as error:
+    except (CommandError, ReplayError, ValueError, OSError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LARGEST_SHOWN = 10
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``cluster`` and its options."""
     parser = subparsers.add_parser(
@@ -50,36 +52,49 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="file format (default: from the name: .pcd.bin nuscenes, .bin kitti, .pcd, .npy)",
     )
     parser.add_argument(
-        "--d-th", default=str(DEFAULT_CONFIG.d_th), metavar="M",
+        "--d-th",
+        default=str(DEFAULT_CONFIG.d_th),
+        metavar="M",
         help=f"distance threshold in m ({DEFAULT_CONFIG.d_th})",
     )
     parser.add_argument(
-        "--method", default=DEFAULT_CONFIG.method, metavar="{" + ",".join(METHODS) + "}",
+        "--method",
+        default=DEFAULT_CONFIG.method,
+        metavar="{" + ",".join(METHODS) + "}",
         help=f"labelling method ({DEFAULT_CONFIG.method})",
     )
     parser.add_argument(
-        "--search", default=DEFAULT_CONFIG.search, metavar="{" + ",".join(SEARCHES) + "}",
+        "--search",
+        default=DEFAULT_CONFIG.search,
+        metavar="{" + ",".join(SEARCHES) + "}",
         help=f"neighbour search: exhaustive or voxel-grid range search ({DEFAULT_CONFIG.search})",
     )
     parser.add_argument(
-        "--pointer-jumping", action=argparse.BooleanOptionalAction,
+        "--pointer-jumping",
+        action=argparse.BooleanOptionalAction,
         default=DEFAULT_CONFIG.pointer_jumping,
         help="vertex/edge: hook roots and compress paths after each pass (same labels, fewer "
         "passes); --no-pointer-jumping runs the paper's algorithm as written (default: on)",
     )
     parser.add_argument(
-        "--backend", default=DEFAULT_BACKEND, metavar="{" + ",".join(BACKENDS) + "}",
+        "--backend",
+        default=DEFAULT_BACKEND,
+        metavar="{" + ",".join(BACKENDS) + "}",
         help=f"cuda, cpu, or auto: CUDA when CuPy sees a device ({DEFAULT_BACKEND})",
     )
     parser.add_argument(
         "--min-cluster-size", default="1", metavar="N", help="smaller clusters get label -1 (1)"
     )
     parser.add_argument(
-        "--max-cluster-size", default=None, metavar="N",
+        "--max-cluster-size",
+        default=None,
+        metavar="N",
         help="larger clusters get label -1 (unlimited)",
     )
     parser.add_argument(
-        "--max-work-s", default=str(DEFAULT_CONFIG.max_work_s), metavar="S",
+        "--max-work-s",
+        default=str(DEFAULT_CONFIG.max_work_s),
+        metavar="S",
         help="refuse a paper's method or exhaustive search estimated to take longer than S "
         f"seconds; 0: no limit ({DEFAULT_CONFIG.max_work_s:g})",
     )

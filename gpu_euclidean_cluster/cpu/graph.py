@@ -61,11 +61,14 @@ def neighbour_edges(
     if bound * EDGE_BYTES > budget:
         thr = threshold_sq(d_th)
         pairs = _all_pairs(n) if grid is None else _candidate_pairs(grid)
-        exact = sum(int(np.count_nonzero(squared_distance(points[a], points[b]) < thr))
-                    for a, b in pairs)
+        exact = sum(
+            int(np.count_nonzero(squared_distance(points[a], points[b]) < thr)) for a, b in pairs
+        )
         if exact * EDGE_BYTES > budget:
             raise StructureTooLargeError(
-                method, f"{exact} neighbour pairs", exact * EDGE_BYTES,
+                method,
+                f"{exact} neighbour pairs",
+                exact * EDGE_BYTES,
                 f"the CPU memory budget of {format_bytes(budget)}",
             )
     return exhaustive_edges(points, d_th) if grid is None else range_edges(points, d_th, grid)

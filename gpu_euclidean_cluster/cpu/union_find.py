@@ -34,6 +34,7 @@ CHUNK_PAIRS = 1 << 21
 #: Smallest slice of a cell pair's candidates tried per round (first-hit search).
 MIN_SLICE = 64
 
+
 @dataclass(frozen=True)
 class CliqueGrid:
     """Points sorted by clique cell.

@@ -54,16 +54,30 @@ def build_voxel_grid(points: np.ndarray, d_th: float) -> VoxelGrid:
     n = len(points)
     if n == 0:
         empty = np.empty(0, dtype=np.int64)
-        return VoxelGrid(np.zeros(3), cell, np.ones(3, np.int64), empty, empty,
-                         np.zeros(1, np.int64), np.empty((0, 3), np.int64))
+        return VoxelGrid(
+            np.zeros(3),
+            cell,
+            np.ones(3, np.int64),
+            empty,
+            empty,
+            np.zeros(1, np.int64),
+            np.empty((0, 3), np.int64),
+        )
     # Steps 1-3: bounding box by reduction, number of voxels, voxel id of every point (the grid
     # window is clamped so that any finite coordinates give exact, overflow-free voxel ids).
     origin, dims = grid_window(
         points.min(axis=0), points.max(axis=0), cell, lambda: np.median(points, axis=0)
     )
     coords = voxel_coords(points, origin, cell, dims)
-    grid = VoxelGrid(origin, cell, dims, np.empty(0, np.int64), np.empty(0, np.int64),
-                     np.empty(0, np.int64), coords)
+    grid = VoxelGrid(
+        origin,
+        cell,
+        dims,
+        np.empty(0, np.int64),
+        np.empty(0, np.int64),
+        np.empty(0, np.int64),
+        coords,
+    )
     vid = grid.linear_id(coords)
     # Steps 4-5: pid = 0..N-1, sorted with vid as the key.
     pid = np.argsort(vid, kind="stable")

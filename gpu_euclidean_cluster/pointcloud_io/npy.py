@@ -49,9 +49,7 @@ def _plain_cloud(array: np.ndarray, path: str | Path) -> Cloud:
     height = array.shape[0] if array.ndim == 3 and array.size else 1
     table = array.reshape(-1, array.shape[-1])
     names = [*_COLUMN_NAMES, *(f"column{c}" for c in range(len(_COLUMN_NAMES), table.shape[1]))]
-    fields = {
-        names[c]: np.ascontiguousarray(table[:, c]) for c in range(3, table.shape[1])
-    }
+    fields = {names[c]: np.ascontiguousarray(table[:, c]) for c in range(3, table.shape[1])}
     xyz = np.ascontiguousarray(table[:, :3], dtype=np.float32)
     return Cloud(xyz=xyz, fields=fields, height=height)
 

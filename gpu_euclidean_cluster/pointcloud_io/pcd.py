@@ -197,8 +197,9 @@ def _header_fields(entries: dict[str, list[str]], path: str | Path) -> tuple[Pcd
         f = by_name[axis]
         if f.type != "F" or f.count != 1:
             raise PointCloudFileError(
-                path, f"PCD field {axis} must be F4 or F8 with COUNT 1, got "
-                f"{f.type}{f.size} with COUNT {f.count}"
+                path,
+                f"PCD field {axis} must be F4 or F8 with COUNT 1, got "
+                f"{f.type}{f.size} with COUNT {f.count}",
             )
     return tuple(fields)
 
@@ -239,8 +240,9 @@ def _binary_columns(content: bytes, header: PcdHeader, path: str | Path) -> dict
     have = len(content) - header.data_offset
     if have < need:
         raise PointCloudFileError(
-            path, f"truncated PCD data: {header.num_points} points of {header.point_step} bytes "
-            f"need {need} bytes, the file has {have}"
+            path,
+            f"truncated PCD data: {header.num_points} points of {header.point_step} bytes "
+            f"need {need} bytes, the file has {have}",
         )
     if have > need:
         log.warning("%s: %d bytes after the last point ignored", path, have - need)
@@ -264,14 +266,16 @@ def _compressed_columns(
     compressed_size, uncompressed_size = np.frombuffer(content, "<u4", count=2, offset=start)
     if uncompressed_size != expected:
         raise PointCloudFileError(
-            path, f"corrupt PCD data: uncompressed size {uncompressed_size} bytes, but "
-            f"{n} points of the header's fields take {expected}"
+            path,
+            f"corrupt PCD data: uncompressed size {uncompressed_size} bytes, but "
+            f"{n} points of the header's fields take {expected}",
         )
     body = content[start + 8 : start + 8 + int(compressed_size)]
     if len(body) < compressed_size:
         raise PointCloudFileError(
-            path, f"truncated PCD data: {compressed_size} compressed bytes announced, "
-            f"{len(body)} present"
+            path,
+            f"truncated PCD data: {compressed_size} compressed bytes announced, "
+            f"{len(body)} present",
         )
     try:
         raw = lzf_decompress(body, expected)
@@ -296,8 +300,9 @@ def _ascii_columns(content: bytes, header: PcdHeader, path: str | Path) -> dict[
     if len(tokens) != n * per_point:
         state = "truncated" if len(tokens) < n * per_point else "corrupt"
         raise PointCloudFileError(
-            path, f"{state} PCD ascii data: {n} points of {per_point} values need "
-            f"{n * per_point} values, the file has {len(tokens)}"
+            path,
+            f"{state} PCD ascii data: {n} points of {per_point} values need "
+            f"{n * per_point} values, the file has {len(tokens)}",
         )
     table = np.array(tokens, dtype=str).reshape(n, per_point)
     columns = {}
@@ -309,8 +314,9 @@ def _ascii_columns(content: bytes, header: PcdHeader, path: str | Path) -> dict[
                 values = text.astype(f.dtype)
             except (ValueError, OverflowError):
                 raise PointCloudFileError(
-                    path, f"corrupt PCD ascii data: field {f.name} has values that are not "
-                    f"{f.type}{f.size}"
+                    path,
+                    f"corrupt PCD ascii data: field {f.name} has values that are not "
+                    f"{f.type}{f.size}",
                 ) from None
             columns[f.name] = values if f.count > 1 else values[:, 0].copy()
         column += f.count

@@ -179,7 +179,11 @@ class BagPlayer:
         stats = ReplayStats()
         total = self._frames_per_pass()
         progress = ProgressBar(
-            total, stream, width=24, enabled=self.options.progress, log_when_piped=False,
+            total,
+            stream,
+            width=24,
+            enabled=self.options.progress,
+            log_when_piped=False,
             min_period_s=PROGRESS_PERIOD_S,
         )
         wall_first = self._wall_start = time.monotonic()

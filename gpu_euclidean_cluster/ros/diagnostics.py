@@ -9,6 +9,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
 from .frame_stats import StatsSnapshot
+from .loss_monitor import SHORT_FIX
 
 
 def diagnostics_message(
@@ -19,13 +20,16 @@ def diagnostics_message(
     device: str,
     stamp: Time,
     warn_share: float,
+    silence: str = "",
 ) -> DiagnosticArray:
     """One status named ``name`` about the window since ``previous``.
 
     ERROR when frames failed in the window and none was published; WARN when more than
-    ``warn_share`` of the frames received in the window were dropped or rejected, when any fell
-    back to the CPU, or when points were excluded as implausible; OK otherwise. The message names
-    the latest reason of each problem.
+    ``warn_share`` of the frames sent in the window were dropped, rejected or lost before the node,
+    when any fell back to the CPU, when points were excluded as implausible, or when no frame
+    arrived while a publisher is matched (``silence``); OK otherwise. The message names the latest
+    reason of each problem (for frames lost before the node: the publisher's transport, and the
+    fix).
 
     Args:
         name: status name, conventionally ``<node name>: <what>``.
@@ -33,9 +37,12 @@ def diagnostics_message(
         previous: the counters at the last report (None for the first).
         backend, device: the backend frames run on and the GPU's name (or ``cpu``).
         stamp: the report time.
-        warn_share: the share of lost frames (dropped or rejected) that raises WARN.
+        warn_share: the share of lost frames (dropped, rejected or lost before the node) that
+            raises WARN.
+        silence: why no frame arrives although a publisher is matched ('' when that is not so;
+            :class:`~.loss_monitor.LossMonitor`).
     """
-    level, message = window_level(snapshot, previous, warn_share)
+    level, message = window_level(snapshot, previous, warn_share, silence)
     values = {
         "backend": backend,
         "device": device,
@@ -70,9 +77,10 @@ def diagnostics_message(
 
 
 def window_level(
-    snapshot: StatsSnapshot, previous: StatsSnapshot | None, warn_share: float
+    snapshot: StatsSnapshot, previous: StatsSnapshot | None, warn_share: float, silence: str = ""
 ) -> tuple[bytes, str]:
-    """``(level, message)`` of the window between ``previous`` and ``snapshot``."""
+    """``(level, message)`` of the window between ``previous`` and ``snapshot`` (``silence``: see
+    :func:`diagnostics_message`)."""
 
     def since(field: str) -> int:
         now = getattr(snapshot, field)
@@ -88,7 +96,13 @@ def window_level(
     if dropped:
         problems.append(f"{dropped} of {received} frame(s) dropped (processing slower than input)")
     if lost:
-        problems.append(f"{lost} frame(s) lost before reaching the node (middleware queue)")
+        problems.append(
+            f"{lost} frame(s) lost before reaching the node ({lost} of {received + lost} sent; the "
+            f"publisher's transport: a cloud over its Fast DDS shared-memory segment, 512 KB by "
+            f"default, or a middleware queue); {SHORT_FIX}"
+        )
+    if silence and not received:
+        problems.append(f"{silence}; {SHORT_FIX}")
     if fallbacks:
         problems.append(f"{fallbacks} frame(s) fell back to the CPU: {snapshot.last_fallback}")
     if implausible:
@@ -97,7 +111,7 @@ def window_level(
         return DiagnosticStatus.ERROR, "every frame failed; " + "; ".join(problems)
     sent = received + lost
     lost_share = (dropped + rejected + lost) / sent if sent else 0.0
-    if lost_share > warn_share or fallbacks or implausible:
+    if lost_share > warn_share or fallbacks or implausible or (silence and not received):
         return DiagnosticStatus.WARN, "; ".join(problems)
     if snapshot.received == 0:
         return DiagnosticStatus.OK, "waiting for input"

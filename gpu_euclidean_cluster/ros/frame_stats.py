@@ -34,7 +34,9 @@ class StatsSnapshot:
         processed: frames clustered and published.
         dropped: frames overwritten by a newer one before the worker took them.
         lost: frames a publisher sent that never reached the node (gaps in its publication
-            sequence numbers: middleware queues overflowing while the node was busy).
+            sequence numbers: a cloud larger than the publisher's Fast DDS shared-memory segment,
+            or middleware queues overflowing while the node was busy; see
+            :mod:`~.loss_monitor`).
         rejected: rejected frames per kind (``malformed``, ``missing_fields``, ...).
         fallbacks: frames that ran on the CPU because the GPU ran out of memory.
         implausible_points: finite points excluded because a coordinate exceeded the node's

@@ -44,11 +44,13 @@ from .descriptors import descriptor
 from .diagnostics import diagnostics_message
 from .frame_stats import FrameStats, StatsSnapshot
 from .latest_slot import LatestSlot
-from .parameters import PARAMETERS, SPECS
+from .loss_monitor import LossMonitor, fix_hint
+from .parameters import PARAMETERS, SPECS, parameters_help, unknown_parameter_warnings
 from .qos import reliability_policy
+from .ros_logging import forward_package_logging, stop_forwarding
 from .serialized import MarkerEncoder, publishable_cloud
 from .settings import NodeSettings, settings_from_values
-from .transport import configure_transport
+from .transport import configure_transport, installed_profile
 
 NODE_NAME = "euclidean_cluster_node"
 #: Depth of the (reliable) output publishers.
@@ -96,6 +98,9 @@ class EuclideanClusterNode(Node):
     def _set_up(self) -> None:
         for spec in PARAMETERS:
             self.declare_parameter(spec.name, spec.default, descriptor(spec))
+        # rclpy keeps the values given for names never declared, and ignores them.
+        for warning in unknown_parameter_warnings(self._parameter_overrides):
+            self.get_logger().warning(warning)
         self._settings = settings_from_values(self._parameter_values())
         # The worker publishes each frame before it processes the next, so the labelled payload
         # may stay in the GPU codec's pinned buffer (no copy of ~3 MB per frame).
@@ -159,8 +164,12 @@ class EuclideanClusterNode(Node):
             else None
         )
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 1)
-        self.create_subscription(
+        self._input = self.create_subscription(
             PointCloud2, "input/points", self._on_points, input_qos, raw=True
+        )
+        # Frames lost before the node (a publisher's transport) are warned about with the fix.
+        self._loss = LossMonitor(
+            self._input.topic_name, fix_hint(installed_profile()), time.monotonic()
         )
         # Steady clock: diagnostics keep coming under use_sim_time even while /clock is paused.
         self.create_timer(
@@ -175,12 +184,14 @@ class EuclideanClusterNode(Node):
         return values
 
     def _on_set_parameters(self, changes: list[Parameter]) -> SetParametersResult:
+        before, after = self._parameter_values(), self._parameter_values(changes)
         try:
-            settings = settings_from_values(self._parameter_values(changes))
+            settings = settings_from_values(after)
         except ConfigError as error:
             return SetParametersResult(successful=False, reason=str(error))
-        if settings != self._settings:
-            self.get_logger().info(f"settings from the next frame: {settings}")
+        changed = [f"{k} {before[k]!r} -> {after[k]!r}" for k in after if after[k] != before[k]]
+        if changed:
+            self.get_logger().info(f"from the next frame: {', '.join(changed)}")
         self._settings = settings
         return SetParametersResult(successful=True)
 
@@ -258,7 +269,17 @@ class EuclideanClusterNode(Node):
         )
 
     def _publish_diagnostics(self) -> None:
-        snapshot = self._stats.snapshot()
+        now = time.monotonic()
+        snapshot = self._stats.snapshot(now)
+        loss = self._loss.update(
+            now,
+            snapshot.received,
+            snapshot.lost,
+            self._input.get_publisher_count(),
+            self._settings.diagnostics_warn_share,
+        )
+        if loss.warning:
+            self.get_logger().warning(loss.warning)
         self._diagnostics_pub.publish(
             diagnostics_message(
                 f"{self.get_name()}: clustering",
@@ -268,19 +289,36 @@ class EuclideanClusterNode(Node):
                 self._pipeline.backend.device,
                 self.get_clock().now().to_msg(),
                 self._settings.diagnostics_warn_share,
+                loss.silence,
             )
         )
         self._reported = snapshot
 
 
+USAGE = f"""usage: {NODE_NAME} [-h] [--ros-args -p NAME:=VALUE ... --params-file FILE ...]
+
+Clusters sensor_msgs/PointCloud2 on input/points; publishes output/labeled_points,
+output/clusters, output/markers and /diagnostics. Parameters (set at start-up with --ros-args,
+live with `ros2 param set`):
+"""
+
+
 def main(args: Sequence[str] | None = None) -> int:
     """Run the node until shutdown; exit status 2 when its parameters or backend are invalid."""
+    argv = list(sys.argv if args is None else args)
+    own = argv[1 : argv.index("--ros-args")] if "--ros-args" in argv else argv[1:]
+    if {"-h", "--help"} & set(own):
+        print(USAGE + parameters_help())
+        return 0
     transport = configure_transport()  # before the first participant: large output clouds
-    rclpy.init(args=args)
+    rclpy.init(args=argv)
+    logger = rclpy.logging.get_logger(NODE_NAME)
+    forwarding = forward_package_logging(logger)
     try:
         node = EuclideanClusterNode()
     except (ConfigError, ParameterException) as error:
-        print(f"{NODE_NAME}: error: {error}", file=sys.stderr)
+        logger.error(f"error: {error}")
+        stop_forwarding(forwarding)
         rclpy.try_shutdown()
         return 2
     node.get_logger().info(transport)
@@ -290,6 +328,7 @@ def main(args: Sequence[str] | None = None) -> int:
         pass
     finally:
         node.destroy_node()
+        stop_forwarding(forwarding)
         rclpy.try_shutdown()
     return 0
 

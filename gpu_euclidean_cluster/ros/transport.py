@@ -8,6 +8,11 @@ socket buffer size. ``FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB`` keep
 transports and locators (so the process still talks to every other ROS 2 process, the ros2 CLI
 and RViz included) and gives it a 16 MB segment.
 
+The node cannot set its *publishers'* segment: a driver or ``ros2 bag play`` in another process
+needs the same setting, by this variable or by the profile file the package installs
+(:data:`PROFILE_FILE`, :func:`installed_profile`); ``ros/loss_monitor.py`` warns when frames are
+lost on the way.
+
 ``LARGE_DATA`` is not used: a LARGE_DATA participant announces TCP-only metatraffic locators, so it
 cannot discover endpoints of (or be discovered by) participants with the default transports.
 """
@@ -29,6 +34,9 @@ USER_SETTINGS = (
 )
 #: profile files Fast DDS loads from the working directory unless SKIP_DEFAULT_XML=1
 DEFAULT_PROFILE_FILES = ("DEFAULT_FASTDDS_PROFILES.xml", "DEFAULT_FASTRTPS_PROFILES.xml")
+#: the Fast DDS XML profile equivalent to LARGE_CLOUD_TRANSPORTS, in the package's share/config
+PROFILE_FILE = "fastdds_large_clouds.xml"
+PACKAGE = "gpu_euclidean_cluster"
 FASTDDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
 #: discovery ranges for which rmw_fastrtps keeps Fast DDS's builtin transports
 BUILTIN_TRANSPORT_RANGES = ("", "SUBNET", "SYSTEM_DEFAULT")
@@ -73,3 +81,18 @@ def configure_transport(
         f"transport: Fast DDS with {ENV}={LARGE_CLOUD_TRANSPORTS} (default transports, 16 MB "
         f"shared-memory segment for large clouds; set {ENV} yourself to choose another)"
     )
+
+
+def installed_profile() -> str | None:
+    """The path of the installed :data:`PROFILE_FILE` (for ``FASTDDS_DEFAULT_PROFILES_FILE``);
+    None when the package is not in an ament index (or none is set up: no AMENT_PREFIX_PATH) or
+    the file is not installed."""
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+    except ImportError:
+        return None
+    try:
+        path = Path(get_package_share_directory(PACKAGE)) / "config" / PROFILE_FILE
+    except (PackageNotFoundError, OSError, ValueError):
+        return None
+    return str(path) if path.is_file() else None

@@ -1,0 +1,135 @@
+"""When to warn that frames are lost before they reach the node, and what to say. ROS-free.
+
+Two symptoms, both usually of one cause: a publishing process (a LiDAR driver, ``ros2 bag play``)
+with Fast DDS's default 512 KB shared-memory segment, which a large cloud does not fit (see
+``ros/transport.py``; the node cannot change another process's segment):
+
+- **gaps**: frames arrive, but the publishers' sequence numbers skip some
+  (:meth:`.frame_stats.FrameStats.sequence`): more than ``warn_share`` of the frames sent in a
+  window of :data:`WINDOW_S` seconds never arrived (windows follow each other: at most one such
+  warning per window, about that window's counts);
+- **silence**: a publisher has been matched on the input topic for :data:`SILENT_S` seconds and
+  no frame arrived at all (every frame lost; sequence gaps cannot show that; or the publisher is
+  simply idle, so the message says "if it publishes").
+
+:class:`LossMonitor` is fed the counters once a second (the node's diagnostics timer) and returns
+the warning to log, throttled, plus the reason /diagnostics gives while silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .transport import ENV, LARGE_CLOUD_TRANSPORTS, PACKAGE, PROFILE_FILE
+
+#: Seconds of counters a loss warning is about (one window after another).
+WINDOW_S = 10.0
+#: Seconds a matched publisher may stay silent before the node says so.
+SILENT_S = 5.0
+#: Least seconds between two warnings about the same silence (the publisher may just be idle).
+SILENT_REPEAT_S = 60.0
+#: Fewest frames lost in a window that are warned about (a single gap is noise).
+MIN_LOST = 2
+
+TRANSPORT_FIX = f"export {ENV}={LARGE_CLOUD_TRANSPORTS}"
+#: the short form of the fix, for /diagnostics
+SHORT_FIX = (
+    f"in the publishing process set {ENV}={LARGE_CLOUD_TRANSPORTS} "
+    "(README: 'Large clouds between processes')"
+)
+#: where the installed profile is when the node cannot look it up
+PROFILE_HINT = f"$(ros2 pkg prefix {PACKAGE})/share/{PACKAGE}/config/{PROFILE_FILE}"
+
+
+def fix_hint(profile_path: str | None = None) -> str:
+    """The one-line fix for the publishing process, naming the profile at ``profile_path`` (the
+    installed file; default: how to find it)."""
+    return (
+        f"in the PUBLISHING process (driver, `ros2 bag play`), before starting it: "
+        f"`{TRANSPORT_FIX}`, or `export FASTDDS_DEFAULT_PROFILES_FILE="
+        f"{profile_path or PROFILE_HINT}` (README: 'Large clouds between processes')"
+    )
+
+
+@dataclass(frozen=True)
+class LossCheck:
+    """What one :meth:`LossMonitor.update` found.
+
+    Attributes:
+        warning: the line to log as a warning now (None: nothing, or throttled).
+        silence: while a matched publisher is silent, the reason for /diagnostics ('' otherwise).
+    """
+
+    warning: str | None = None
+    silence: str = ""
+
+
+@dataclass(frozen=True)
+class _Sample:
+    time: float
+    received: int
+    lost: int
+
+
+class LossMonitor:
+    """Decides, from counters sampled over time, when frames lost before the node are warned about.
+
+    Args:
+        topic: the input topic's resolved name (for the messages).
+        fix: what to do about it (:func:`fix_hint`).
+        start: monotonic time (s) at which counting began (counters 0).
+    """
+
+    def __init__(self, topic: str, fix: str, start: float) -> None:
+        self.topic = topic
+        self.fix = fix
+        self._window = _Sample(start, 0, 0)  # the counters when the current window began
+        self._quiet_since = start  # last arrival, or when publishers (re)appeared
+        self._matched_before = False
+        self._silence_warned = -float("inf")
+        self._last_received = 0
+
+    def update(
+        self, now: float, received: int, lost: int, publishers: int, warn_share: float
+    ) -> LossCheck:
+        """The counters at monotonic time ``now``: frames received and lost (sequence gaps) since
+        start-up, publishers matched on the topic now, and the share of lost frames that is
+        warned about."""
+        warning = self._gaps(now, received, lost, warn_share)
+        silence = self._silence(now, received, publishers)
+        if silence and warning is None and now - self._silence_warned >= SILENT_REPEAT_S:
+            self._silence_warned = now
+            warning = f"{silence}; fix {self.fix}"
+        return LossCheck(warning, silence)
+
+    def _gaps(self, now: float, received: int, lost: int, warn_share: float) -> str | None:
+        base = self._window
+        if now - base.time < WINDOW_S:
+            return None
+        self._window = _Sample(now, received, lost)
+        lost_now = lost - base.lost
+        sent = lost_now + received - base.received
+        if lost_now < MIN_LOST or lost_now <= warn_share * sent:
+            return None
+        return (
+            f"{lost_now} of {sent} frames ({100 * lost_now / sent:.0f} %) published on "
+            f"{self.topic} in the last {now - base.time:.0f} s never reached the node (gaps in "
+            f"the publishers' sequence numbers; a cloud larger than the publisher's Fast DDS "
+            f"shared-memory segment, 512 KB by default, is lost between processes); fix {self.fix}"
+        )
+
+    def _silence(self, now: float, received: int, publishers: int) -> str:
+        matched = publishers > 0
+        if received != self._last_received or (matched and not self._matched_before):
+            self._quiet_since = now
+            self._silence_warned = -float("inf")  # a new episode is warned about again
+        self._last_received, self._matched_before = received, matched
+        quiet_s = now - self._quiet_since
+        if not matched or quiet_s < SILENT_S:
+            return ""
+        return (
+            f"no frame arrived on {self.topic} for {quiet_s:.0f} s while {publishers} "
+            f"publisher(s) are matched: if one publishes, its frames never reach the node (a "
+            f"cloud larger than the publisher's Fast DDS shared-memory segment, 512 KB by "
+            f"default, is lost between processes)"
+        )

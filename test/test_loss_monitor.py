@@ -1,0 +1,73 @@
+"""When the node warns that frames are lost before it, and what it says (ROS-free)."""
+
+from __future__ import annotations
+
+from gpu_euclidean_cluster.ros.loss_monitor import (
+    SILENT_REPEAT_S,
+    SILENT_S,
+    TRANSPORT_FIX,
+    WINDOW_S,
+    LossMonitor,
+    fix_hint,
+)
+
+TOPIC = "/points_raw"
+
+
+def monitor() -> LossMonitor:
+    return LossMonitor(TOPIC, fix_hint("/opt/share/config/fastdds_large_clouds.xml"), start=0.0)
+
+
+def test_fix_names_the_variable_and_the_profile():
+    assert TRANSPORT_FIX == "export FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB"
+    assert TRANSPORT_FIX in fix_hint()
+    assert "FASTDDS_DEFAULT_PROFILES_FILE=$(ros2 pkg prefix gpu_euclidean_cluster)" in fix_hint()
+    assert "FASTDDS_DEFAULT_PROFILES_FILE=/x.xml" in fix_hint("/x.xml")
+
+
+def test_gaps_over_a_window_are_warned_once_per_window_with_the_share():
+    loss = monitor()
+    warnings = []
+    # 2 frames/s sent, 1 of them lost, for 25 s: one warning per full window
+    for second in range(1, 26):
+        check = loss.update(second, received=second, lost=second - 1, publishers=1, warn_share=0.1)
+        warnings.append(check.warning)
+        assert check.silence == ""
+    said = [(t + 1, w) for t, w in enumerate(warnings) if w]
+    assert [t for t, _ in said] == [WINDOW_S, 2 * WINDOW_S]
+    first = said[0][1]
+    assert first.startswith("9 of 19 frames (47 %) published on /points_raw in the last 10 s")
+    assert "never reached the node" in first and TRANSPORT_FIX in first
+    assert "/opt/share/config/fastdds_large_clouds.xml" in first
+    assert said[1][1].startswith("10 of 20 frames (50 %)")
+
+
+def test_no_warning_under_the_share_or_for_a_single_gap():
+    loss = monitor()
+    assert loss.update(WINDOW_S, received=100, lost=5, publishers=1, warn_share=0.1).warning is None
+    loss = monitor()
+    assert loss.update(WINDOW_S, received=5, lost=1, publishers=1, warn_share=0.1).warning is None
+    loss = monitor()
+    assert loss.update(WINDOW_S, received=50, lost=10, publishers=1, warn_share=0.1).warning
+
+
+def test_matched_silent_publisher_is_warned_about_then_repeated_rarely():
+    loss = monitor()
+    checks = {t: loss.update(t, 0, 0, publishers=1, warn_share=0.1) for t in range(1, 100)}
+    warned = [t for t, c in checks.items() if c.warning]
+    assert warned == [1 + SILENT_S, 1 + SILENT_S + SILENT_REPEAT_S]  # matched first seen at 1
+    warning = checks[warned[0]].warning
+    assert warning.startswith("no frame arrived on /points_raw for 5 s while 1 publisher(s)")
+    assert TRANSPORT_FIX in warning
+    assert checks[3].silence == "" and checks[10].silence.startswith("no frame arrived")
+
+
+def test_silence_needs_a_matched_publisher_and_ends_with_a_frame():
+    loss = monitor()
+    assert all(not loss.update(t, 0, 0, 0, 0.1).silence for t in range(1, 20))  # nobody there
+    assert loss.update(20, 0, 0, 1, 0.1).silence == ""  # matched just now
+    assert loss.update(25, 0, 0, 1, 0.1).warning  # 5 s matched, nothing
+    assert loss.update(26, 1, 0, 1, 0.1).silence == ""  # a frame came
+    assert loss.update(30, 1, 0, 1, 0.1).silence == ""
+    again = loss.update(31, 1, 0, 1, 0.1)  # quiet for 5 s again: a new episode, warned again
+    assert again.silence and again.warning
