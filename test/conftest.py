@@ -6,6 +6,7 @@ with its own float32 arithmetic and labels components with its own union-find.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 from collections.abc import Callable
@@ -16,6 +17,8 @@ import pytest
 
 from gpu_euclidean_cluster.clusterer import cuda_available
 from gpu_euclidean_cluster.core.config import METHODS, SEARCHES
+
+from ._stray_asyncio import StrayAsyncioReports
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,6 +50,37 @@ GPU_VARIANTS: list[tuple[str, str, bool]] = [
 
 #: Rows of the brute-force pair matrix evaluated at once.
 _ORACLE_ROWS = 256
+
+
+#: asyncio's reports of futures whose exception nobody read, over the whole session.
+STRAY_ASYNCIO = StrayAsyncioReports()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    STRAY_ASYNCIO.install()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    STRAY_ASYNCIO.current_test = item.nodeid
+    try:
+        return (yield)
+    finally:
+        gc.collect()  # unread futures of this test report now, under its name
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when asyncio reported an unread future (a stray line after the summary)."""
+    STRAY_ASYNCIO.current_test = "(after the last test)"
+    gc.collect()
+    STRAY_ASYNCIO.remove()
+    if STRAY_ASYNCIO.reports:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("asyncio futures with unread exceptions:", red=True)
+            for report in STRAY_ASYNCIO.reports:
+                reporter.write_line(f"  {report}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
