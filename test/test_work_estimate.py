@@ -22,6 +22,8 @@ from gpu_euclidean_cluster.frame import FramePipeline, FrameWindow
 from gpu_euclidean_cluster.pointcloud_io import Cloud, write_pcd
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
 
+from .conftest import requires_cuda
+
 #: 40 000 points in a 4 m cube: 8e8 pairs for exhaustive search, about 16 s on the CPU.
 DENSE = np.random.default_rng(0).uniform(0.0, 4.0, (40_000, 3)).astype(np.float32)
 
@@ -113,3 +115,20 @@ def test_cli_refuses_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert err.count("\n") == 1 and "use method 'auto'" in err and "Traceback" not in err
     status = cli.main(["cluster", str(path), "--backend", "cpu", "--json"])
     assert status == 0 and '"method": "union_find"' in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+@requires_cuda
+@pytest.mark.parametrize("search", ["range", "exhaustive"])
+def test_gpu_counts_equal_the_cpus_and_the_gpu_refuses_too(search):
+    import cupy
+
+    points = DENSE[:5000].copy()
+    points[::97] *= 1e5
+    assert examined_pairs(cupy.asarray(points), 0.3, search) == examined_pairs(points, 0.3, search)
+    tight = ClusterConfig(d_th=0.3, method="edge", search=search, max_work_s=1e-9)
+    with pytest.raises(WorkTooLargeError, match="on the cuda backend"):
+        EuclideanClusterer(tight, "cuda").cluster(points)
+    auto = EuclideanClusterer(tight.with_changes(method="auto", search="range"), "cuda")
+    expected = euclidean_cluster(points, 0.3, backend="cpu").labels
+    assert np.array_equal(auto.cluster(points).labels, expected)

@@ -84,7 +84,7 @@ def examined_pairs(points: Any, d_th: float, search: str) -> int:
     if math.prod(span) >= 2**62:
         return n * (n - 1) // 2
     strides = (span[1] * span[2], span[2], 1)
-    keys = (compact + 1) @ xp.asarray(strides, dtype=xp.int64)
+    keys = (compact[:, 0] + 1) * strides[0] + (compact[:, 1] + 1) * strides[1] + compact[:, 2] + 1
     occupied, counts = xp.unique(keys, return_counts=True)
     total = 0
     for dx, dy, dz in NEIGHBOUR_OFFSETS:
