@@ -124,6 +124,15 @@ def test_make_bag_from_npy_derives_rings(tmp_path, capsys):
     first = np.frombuffer(bytes(messages[0][1].data), dtype=AUTOWARE_DTYPE)
     np.testing.assert_array_equal(first["ring"], HDL64E.rings)
     np.testing.assert_allclose(first["intensity"], cloud[:, 3])
+    repeated = tmp_path / "repeated.mcap"
+    argv = ["make-bag", str(repeated), str(tmp_path / "a.npy"), str(tmp_path / "b.npy")]
+    assert cli_main([*argv, "--repeat", "3", "--start-time", "100", "--rate-hz", "10"]) == 0
+    assert "wrote 6 frames" in capsys.readouterr().out
+    messages = read_back(repeated)
+    assert [t for t, _ in messages] == [100 * NS + k * NS // 10 for k in range(6)]
+    payloads = [bytes(m.data) for _, m in messages]
+    assert payloads[0::2] == [payloads[0]] * 3 and payloads[1::2] == [payloads[1]] * 3
+    assert payloads[0] != payloads[1]
 
 
 def test_make_bag_bad_inputs(tmp_path, capsys):
@@ -140,6 +149,14 @@ def test_make_bag_bad_inputs(tmp_path, capsys):
         ),
         (["make-bag", str(tmp_path / "c"), str(tmp_path / "missing.bin")], "missing.bin"),
         (["make-bag", str(tmp_path / "d"), str(tmp_path / "xyz.npy")], "no intensity field"),
+        (
+            ["make-bag", str(tmp_path / "f"), str(tmp_path / "xyz.npy"), "--repeat", "0"],
+            "--repeat must be >= 1",
+        ),
+        (
+            ["make-bag", str(tmp_path / "g"), "--simulate", "--repeat", "2"],
+            "--simulate takes --frames instead",
+        ),
     ]
     for argv, message in cases:
         assert cli_main(argv) == 2, argv
