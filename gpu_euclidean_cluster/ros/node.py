@@ -119,9 +119,13 @@ class EuclideanClusterNode(Node):
             target=self._work, name=f"{self.get_name()}_worker", daemon=True
         )
         self._worker.start()
+        values = self._parameter_values()
+        changed = [
+            f"{s.name} {values[s.name]!r}" for s in PARAMETERS if values[s.name] != s.default
+        ]
         self.get_logger().info(
             f"clustering on {self._pipeline.backend.name} ({self._pipeline.backend.device}) with "
-            f"{self._settings}"
+            + (f"the defaults but {', '.join(changed)}" if changed else "the default parameters")
         )
 
     @property
