@@ -46,7 +46,14 @@ setup(
     python_requires=">=3.10",
     # the library only: benchmarks/ (run from a checkout, `python -m benchmarks`) and test/ stay out
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
-    package_data={PACKAGE: ["cuda/kernels/*.cu", "cuda/kernels/*.cuh"]},
+    package_data={
+        PACKAGE: [
+            "cuda/kernels/*.cu",
+            "cuda/kernels/*.cuh",
+            "pointcloud_io/velodyne/msg/*.msg",
+            "pointcloud_io/velodyne/msg/LICENSE",
+        ]
+    },
     distclass=AmentDistribution,
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
