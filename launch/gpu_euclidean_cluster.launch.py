@@ -4,6 +4,15 @@
         input_topic:=/points_raw params_file:=<yaml> namespace:=perception use_sim_time:=false \
         log_level:=info fastdds_large_clouds:=false
 
+Raw Velodyne packets instead of (or beside) a PointCloud2 topic, decoded inside the node:
+
+    ros2 launch gpu_euclidean_cluster gpu_euclidean_cluster.launch.py \
+        packets_topic:=/sensing/lidar/top/velodyne_packets sensor_model:=VLS128 \
+        calibration_file:=<nebula calibration yaml>
+
+sensor_model and calibration_file given here override the params file; left empty they leave it
+alone.
+
 fastdds_large_clouds:=true is for a LiDAR driver (or bag player) started by the same launch, after
 this file is included: it sets FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB in the launch
 process's environment, which every process the launch starts from then on inherits (so the
@@ -35,6 +44,12 @@ ARGUMENTS = {
     "namespace": ("", "namespace of the node and its topics"),
     "use_sim_time": ("false", "use /clock for ROS time (true when replaying a bag with /clock)"),
     "log_level": ("info", "logging level: debug, info, warn, error or fatal"),
+    "packets_topic": (
+        "/velodyne_packets",
+        "velodyne_msgs/VelodyneScan topic decoded in the node when sensor_model is set",
+    ),
+    "sensor_model": ("", "VLP16, VLP32, VLS128, HDL32 or HDL64: decode packets_topic; empty: no"),
+    "calibration_file": ("", "nebula-format calibration YAML of the sensor (with sensor_model)"),
     "fastdds_large_clouds": (
         "false",
         "true: processes this launch starts from here on (a co-launched LiDAR driver or bag "
@@ -56,6 +71,32 @@ def _large_clouds(context):
     return [LogInfo(msg="fastdds_large_clouds: " + configure_transport(environ, rmw))]
 
 
+def _node(context):
+    """The node; sensor_model and calibration_file override the params file when given."""
+    overrides = {
+        "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
+    }
+    for name in ("sensor_model", "calibration_file"):
+        value = context.launch_configurations[name]
+        if value:
+            overrides[name] = value
+    return [
+        Node(
+            package=PACKAGE,
+            executable="euclidean_cluster_node",
+            name="euclidean_cluster_node",
+            namespace=LaunchConfiguration("namespace"),
+            parameters=[LaunchConfiguration("params_file"), overrides],
+            remappings=[
+                ("input/points", LaunchConfiguration("input_topic")),
+                ("input/packets", LaunchConfiguration("packets_topic")),
+            ],
+            arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
+            output="screen",
+        )
+    ]
+
+
 def generate_launch_description() -> LaunchDescription:
     """The launch arguments and the node."""
     default_params = os.path.join(
@@ -69,17 +110,6 @@ def generate_launch_description() -> LaunchDescription:
         )
         for name, (default, description) in ARGUMENTS.items()
     ]
-    node = Node(
-        package=PACKAGE,
-        executable="euclidean_cluster_node",
-        name="euclidean_cluster_node",
-        namespace=LaunchConfiguration("namespace"),
-        parameters=[
-            LaunchConfiguration("params_file"),
-            {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)},
-        ],
-        remappings=[("input/points", LaunchConfiguration("input_topic"))],
-        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
-        output="screen",
+    return LaunchDescription(
+        [*arguments, OpaqueFunction(function=_large_clouds), OpaqueFunction(function=_node)]
     )
-    return LaunchDescription([*arguments, OpaqueFunction(function=_large_clouds), node])

@@ -8,8 +8,10 @@ import ast
 import importlib.util
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import yaml
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / "launch" / "gpu_euclidean_cluster.launch.py"
 REQUIRED_ARGUMENTS = {
@@ -19,6 +21,9 @@ REQUIRED_ARGUMENTS = {
     "use_sim_time",
     "log_level",
     "fastdds_large_clouds",
+    "packets_topic",
+    "sensor_model",
+    "calibration_file",
 }
 
 
@@ -68,4 +73,32 @@ def test_generate_launch_description(ros_tools, monkeypatch):
     installed = Path(sys.prefix, "share", "gpu_euclidean_cluster", "config")
     assert Path(default_params.text) == installed / "gpu_euclidean_cluster.param.yaml"
     assert Path(default_params.text).is_file()
-    assert any(isinstance(e, Node) for e in description.entities)
+    from launch.actions import OpaqueFunction
+
+    opaque = [e for e in description.entities if isinstance(e, OpaqueFunction)]
+    functions = [e._OpaqueFunction__function for e in opaque]
+    assert module._node in functions
+
+    empty = SimpleNamespace(launch_configurations={"sensor_model": "", "calibration_file": ""})
+    (node,) = module._node(empty)  # _node reads only launch_configurations of the context
+    assert isinstance(node, Node)
+    assert "sensor_model" not in _overrides(node), "empty arguments leave the params file alone"
+    given = {"sensor_model": "VLS128", "calibration_file": "/c.yaml"}
+    (node,) = module._node(SimpleNamespace(launch_configurations=given))
+    overrides = {k: yaml.safe_load(v) for k, v in _overrides(node).items()}
+    assert overrides["sensor_model"] == "VLS128" and overrides["calibration_file"] == "/c.yaml"
+    remapped = ["".join(part.text for part in name) for name, _ in node._Node__remappings]
+    assert remapped == ["input/points", "input/packets"]
+
+
+def _overrides(node) -> dict[str, str]:
+    """The literal parameter overrides of a launch_ros Node (keys and values are substitutions)."""
+
+    def text(parts) -> str:
+        return "".join(getattr(part, "text", "?") for part in parts)
+
+    overrides = {}
+    for entry in node._Node__parameters:
+        if isinstance(entry, dict):
+            overrides.update({text(k): text(v) for k, v in entry.items() if isinstance(v, tuple)})
+    return overrides

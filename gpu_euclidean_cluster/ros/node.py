@@ -38,6 +38,7 @@ from visualization_msgs.msg import MarkerArray
 
 from ..core.config import ConfigError
 from ..frame import FrameOutput, FramePipeline
+from ..frame.packets import SweepCloud
 from ..pointcloud_io.pointcloud2 import PointCloud2Error, from_cdr
 from . import detections
 from .descriptors import descriptor
@@ -45,6 +46,7 @@ from .diagnostics import diagnostics_message
 from .frame_stats import FrameStats, StatsSnapshot
 from .latest_slot import LatestSlot
 from .loss_monitor import LossMonitor, fix_hint
+from .packet_input import packet_sweeps, subscribe_packets
 from .parameters import PARAMETERS, SPECS, parameters_help, unknown_parameter_warnings
 from .qos import reliability_policy
 from .ros_logging import forward_package_logging, stop_forwarding
@@ -63,11 +65,13 @@ WARNING_THROTTLE_S = 2.0
 
 @dataclass(frozen=True)
 class _Frame:
-    """A received message, still serialized (the subscription is raw: rclpy builds no Python
-    message, and the point payload is decoded straight from these bytes)."""
+    """A received cloud: a PointCloud2 message still serialized (the subscription is raw: rclpy
+    builds no Python message, and the point payload is decoded straight from these bytes), or a
+    sweep decoded from ``input/packets``."""
 
-    cdr: bytes
+    cdr: bytes | None
     received: float
+    sweep: SweepCloud | None = None
 
 
 class EuclideanClusterNode(Node):
@@ -102,6 +106,7 @@ class EuclideanClusterNode(Node):
         for warning in unknown_parameter_warnings(self._parameter_overrides):
             self.get_logger().warning(warning)
         self._settings = settings_from_values(self._parameter_values())
+        self._sweeps = packet_sweeps(self._parameter_values())
         # The worker publishes each frame before it processes the next, so the labelled payload
         # may stay in the GPU codec's pinned buffer (no copy of ~3 MB per frame).
         self._pipeline = FramePipeline(
@@ -171,6 +176,15 @@ class EuclideanClusterNode(Node):
         self._input = self.create_subscription(
             PointCloud2, "input/points", self._on_points, input_qos, raw=True
         )
+        if self._sweeps is not None:
+            self._packets = subscribe_packets(
+                self,
+                self._sweeps,
+                input_qos,
+                self._on_sweep,
+                lambda reason: self._reject("malformed", reason),
+                time.monotonic,
+            )
         # Frames lost before the node (a publisher's transport) are warned about with the fix.
         self._loss = LossMonitor(
             self._input.topic_name, fix_hint(installed_profile()), time.monotonic()
@@ -209,6 +223,11 @@ class EuclideanClusterNode(Node):
         if self._slot.put(_Frame(cdr, received)):
             self._stats.dropped()
 
+    def _on_sweep(self, sweep: SweepCloud, received: float) -> None:
+        self._stats.received(received)
+        if self._slot.put(_Frame(None, received, sweep)):
+            self._stats.dropped()
+
     def _work(self) -> None:
         while (frame := self._slot.take()) is not None:  # None: the slot was closed
             self._process(frame)
@@ -216,7 +235,14 @@ class EuclideanClusterNode(Node):
     def _process(self, frame: _Frame) -> None:
         started = time.perf_counter()
         try:
-            cloud, decoded = from_cdr(frame.cdr)
+            if frame.sweep is not None:
+                cloud = frame.sweep.cloud
+                sec, nanosec = divmod(frame.sweep.stamp_ns, 1_000_000_000)
+                stamp, frame_id = Time(sec=sec, nanosec=nanosec), frame.sweep.frame_id
+            else:
+                cloud, decoded = from_cdr(frame.cdr)
+                stamp = Time(sec=decoded.stamp.sec, nanosec=decoded.stamp.nanosec)
+                frame_id = decoded.frame_id
             settings = self._settings
             output = self._pipeline.process(cloud, settings.cluster, settings.window)
         except PointCloud2Error as error:
@@ -236,8 +262,7 @@ class EuclideanClusterNode(Node):
             self.get_logger().warning(
                 output.fallback_reason, throttle_duration_sec=WARNING_THROTTLE_S
             )
-        stamp = Time(sec=decoded.stamp.sec, nanosec=decoded.stamp.nanosec)
-        header = Header(stamp=stamp, frame_id=decoded.frame_id)  # outputs keep the input's header
+        header = Header(stamp=stamp, frame_id=frame_id)  # outputs keep the input's header
         self._publish(output, header, frame, (time.perf_counter() - started) * 1e3)
 
     def _publish(

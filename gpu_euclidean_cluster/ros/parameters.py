@@ -181,6 +181,64 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         read_only=True,
         choices=RELIABILITIES,
     ),
+    ParameterSpec(
+        "sensor_model",
+        "",
+        "Velodyne model whose raw packets (velodyne_msgs/VelodyneScan) arrive on input/packets: "
+        "VLP16, VLP32, VLS128, HDL32 or HDL64; empty: no packet input. Decoded as Autoware's "
+        "driver (nebula) decodes them; needs velodyne_msgs.",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "calibration_file",
+        "",
+        "nebula-format calibration YAML of the sensor (required with sensor_model).",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "return_mode",
+        "Dual",
+        "Packet input: the sensor's return mode, as nebula names it (SingleFirst, "
+        "SingleStrongest, SingleLast, Dual).",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "scan_phase",
+        0.0,
+        "Packet input: azimuth (degrees) where a sweep is cut, as nebula's scan_phase.",
+        read_only=True,
+        bounds=(0.0, 360.0),
+    ),
+    ParameterSpec(
+        "cloud_min_angle",
+        0,
+        "Packet input: first azimuth (whole degrees) kept in a sweep, as nebula's.",
+        read_only=True,
+        bounds=(0, 360),
+    ),
+    ParameterSpec(
+        "cloud_max_angle",
+        360,
+        "Packet input: last azimuth (whole degrees) kept in a sweep, as nebula's.",
+        read_only=True,
+        bounds=(0, 360),
+    ),
+    ParameterSpec(
+        "sensor_min_range",
+        0.3,
+        "Packet input: returns nearer than this (m) are dropped by the decoder, as nebula's "
+        "min_range.",
+        read_only=True,
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "sensor_max_range",
+        300.0,
+        "Packet input: returns farther than this (m) are dropped by the decoder, as nebula's "
+        "max_range.",
+        read_only=True,
+        bounds=(0.0, math.inf),
+    ),
 )
 
 SPECS: dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}

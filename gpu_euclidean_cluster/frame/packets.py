@@ -1,0 +1,57 @@
+"""Sensor packets into frames, ROS-free: ``VelodyneScan`` messages in, decoded sweeps out as clouds
+the :class:`~.pipeline.FramePipeline` takes.
+
+The node's ``input/packets`` subscription hands each serialized message to :meth:`PacketSweeps.feed`
+in arrival order (a sweep may span messages; none may be skipped); each sweep it completes comes
+back as a PointCloud2-layout cloud in Autoware's ``PointXYZIRCAEDT`` fields, with nebula's stamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..pointcloud_io.pointcloud2 import RawCloud, from_structured
+from ..pointcloud_io.velodyne import DecoderSettings, SweepDecoder, load_calibration
+from ..pointcloud_io.velodyne.cdr import scan_from_cdr
+
+
+@dataclass(frozen=True)
+class SweepCloud:
+    """One decoded sweep, ready for the frame pipeline.
+
+    Attributes:
+        cloud: the sweep's points, ``PointXYZIRCAEDT`` fields, one row.
+        stamp_ns: nebula's sweep stamp (the header stamp of the published cloud).
+        frame_id: the scan's ``header.frame_id``, or the settings' frame when it is empty.
+    """
+
+    cloud: RawCloud
+    stamp_ns: int
+    frame_id: str
+
+
+class PacketSweeps:
+    """Cuts a stream of serialized ``VelodyneScan`` messages into sweeps (nebula's rules)."""
+
+    def __init__(self, calibration_file: str | Path, settings: DecoderSettings) -> None:
+        """Load the calibration now, so that a bad file fails at start-up.
+
+        Raises:
+            CalibrationError: the calibration file is missing or malformed.
+        """
+        self.settings = settings
+        self._decoder = SweepDecoder(load_calibration(calibration_file), settings)
+
+    def feed(self, cdr: bytes | memoryview) -> list[SweepCloud]:
+        """Decode one message's packets; the sweeps they complete (often none).
+
+        Raises:
+            VelodyneCdrError: the bytes are not a ``VelodyneScan``.
+        """
+        scan = scan_from_cdr(cdr)
+        frame_id = scan.frame_id or self.settings.frame_id
+        return [
+            SweepCloud(from_structured(sweep.points, is_dense=True), sweep.stamp_ns, frame_id)
+            for sweep in self._decoder.feed(scan.packets, scan.packet_seconds)
+        ]

@@ -1,0 +1,78 @@
+"""``velodyne_msgs/msg/VelodyneScan`` straight from its CDR bytes, without a Python message.
+
+A subscription read raw (or a bag) hands over the serialized message; the packets are a strided
+view of those bytes, so a 600-packet VLS-128 scan costs one small header parse and no copy of the
+payload. Layout (XCDR1, little or big endian as the encapsulation header says, fields aligned to
+their size from the end of the 4-byte header)::
+
+    header.stamp.sec int32, header.stamp.nanosec uint32, header.frame_id string (uint32 length
+    with the NUL, bytes), packets: uint32 count, then per packet stamp.sec int32,
+    stamp.nanosec uint32, data uint8[1206] -- 1214 bytes, padded to 1216 before the next one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .bags import VelodyneScanMessage
+from .packets import PACKET_SIZE
+
+#: Bytes of one serialized ``VelodynePacket`` (stamp + data), and its stride in a sequence.
+PACKET_CDR_BYTES = 8 + PACKET_SIZE
+PACKET_CDR_STRIDE = -(-PACKET_CDR_BYTES // 4) * 4
+_HEADER = 4  # the encapsulation header: representation id and options
+
+
+class VelodyneCdrError(ValueError):
+    """The bytes are not a serialized ``VelodyneScan``; the message says why."""
+
+
+def scan_from_cdr(cdr: bytes | memoryview, topic: str = "") -> VelodyneScanMessage:
+    """The scan serialized in ``cdr`` (``bag_time_ns`` 0: not from a bag).
+
+    Raises:
+        VelodyneCdrError: too short, an unknown encapsulation, or a packet count the bytes do
+            not hold.
+    """
+    data = np.frombuffer(cdr, dtype=np.uint8)
+    if data.size < _HEADER + 16:
+        raise VelodyneCdrError(f"{data.size} bytes: too short for a VelodyneScan")
+    if data[0] != 0 or data[1] not in (0, 1):  # CDR_BE 0x0000, CDR_LE 0x0001
+        raise VelodyneCdrError(f"encapsulation {data[0]:#04x}{data[1]:02x} is not plain CDR")
+    order = "<" if data[1] == 1 else ">"
+    u32 = np.dtype(order + "u4")
+    i32 = np.dtype(order + "i4")
+
+    def word(at: int, dtype: np.dtype = u32) -> int:
+        if at + 4 > data.size:
+            raise VelodyneCdrError(f"{data.size} bytes end inside the header")
+        return int(data[at : at + 4].view(dtype)[0])
+
+    sec, nanosec = word(_HEADER, i32), word(_HEADER + 4)
+    length = word(_HEADER + 8)
+    name_end = _HEADER + 12 + length
+    if length < 1 or name_end > data.size:
+        raise VelodyneCdrError(f"frame_id of {length} bytes does not fit {data.size} bytes")
+    frame_id = bytes(data[_HEADER + 12 : name_end - 1]).decode("utf-8", errors="replace")
+    count_at = _HEADER + (-(-(name_end - _HEADER) // 4) * 4)
+    count = word(count_at)
+    first = count_at + 4
+    end = first + max(count - 1, 0) * PACKET_CDR_STRIDE + (PACKET_CDR_BYTES if count else 0)
+    if end > data.size:
+        raise VelodyneCdrError(f"{count} packets need {end} bytes, the message has {data.size}")
+    if count:
+        rows = np.lib.stride_tricks.as_strided(
+            data[first:], shape=(count, PACKET_CDR_BYTES), strides=(PACKET_CDR_STRIDE, 1)
+        )
+    else:
+        rows = np.zeros((0, PACKET_CDR_BYTES), np.uint8)
+    stamps = np.ascontiguousarray(rows[:, :8]).view(order + "u4").reshape(-1, 2)
+    return VelodyneScanMessage(
+        topic=topic,
+        bag_time_ns=0,
+        stamp_ns=sec * 1_000_000_000 + nanosec,
+        frame_id=frame_id,
+        packets=rows[:, 8:],
+        stamp_sec=stamps[:, 0].view(order + "i4").astype(np.int64),
+        stamp_nanosec=stamps[:, 1].astype(np.int64),
+    )

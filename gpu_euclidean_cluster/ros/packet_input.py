@@ -1,0 +1,84 @@
+"""The node's ``input/packets``: raw Velodyne packets decoded inside the node (no PointCloud2
+crosses the middleware between the driver and the clusterer).
+
+Subscribed only when the ``sensor_model`` parameter names a model; the messages are read raw and
+decoded from their CDR bytes (:class:`~..frame.packets.PacketSweeps`), in arrival order on the
+executor thread: a sweep may span messages, so none may be skipped. Each completed sweep is handed
+to the node like a received cloud.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..core.config import ConfigError
+from ..frame.packets import PacketSweeps, SweepCloud
+from ..pointcloud_io.velodyne import SENSOR_MODELS, CalibrationError, DecoderSettings
+
+PACKETS_TOPIC = "input/packets"
+
+
+def packet_sweeps(values: dict[str, Any]) -> PacketSweeps | None:
+    """The decoder the node's parameter ``values`` ask for, or None without ``sensor_model``.
+
+    Raises:
+        ConfigError: an unknown model, bad decoder settings, or a missing or bad calibration.
+    """
+    model = values["sensor_model"]
+    if not model:
+        return None
+    if model not in SENSOR_MODELS:
+        raise ConfigError(
+            f"unknown sensor_model {model!r}; expected one of {', '.join(SENSOR_MODELS)}"
+        )
+    if not values["calibration_file"]:
+        raise ConfigError(f"sensor_model {model} needs calibration_file (nebula's YAML)")
+    try:
+        settings = DecoderSettings(
+            model=model,
+            return_mode=values["return_mode"],
+            min_range=values["sensor_min_range"],
+            max_range=values["sensor_max_range"],
+            scan_phase=values["scan_phase"],
+            cloud_min_angle=values["cloud_min_angle"],
+            cloud_max_angle=values["cloud_max_angle"],
+        )
+        return PacketSweeps(values["calibration_file"], settings)
+    except (ValueError, OSError, CalibrationError) as error:
+        raise ConfigError(f"packet input: {error}") from None
+
+
+def subscribe_packets(
+    node: Any,
+    sweeps: PacketSweeps,
+    qos: Any,
+    on_sweep: Callable[[SweepCloud, float], None],
+    on_error: Callable[[str], None],
+    clock: Callable[[], float],
+) -> Any:
+    """Subscribe ``node`` to :data:`PACKETS_TOPIC`; each completed sweep goes to ``on_sweep``
+    with the arrival time (``clock()``), a message that is not a scan to ``on_error``.
+
+    Raises:
+        ConfigError: ``velodyne_msgs`` is not installed.
+    """
+    try:
+        from velodyne_msgs.msg import VelodyneScan
+    except ImportError as error:
+        raise ConfigError(
+            f"sensor_model {sweeps.settings.model} needs the velodyne_msgs package ({error}): "
+            "from a ROS 2 distribution (ros-<distro>-velodyne-msgs) or built from source"
+        ) from None
+
+    def receive(cdr: bytes) -> None:
+        received = clock()
+        try:
+            completed = sweeps.feed(cdr)
+        except ValueError as error:
+            on_error(f"bad VelodyneScan: {error}")
+            return
+        for sweep in completed:
+            on_sweep(sweep, received)
+
+    return node.create_subscription(VelodyneScan, PACKETS_TOPIC, receive, qos, raw=True)

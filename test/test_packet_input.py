@@ -1,0 +1,148 @@
+"""Velodyne packets straight into the node: ``input/packets`` as a user runs it.
+
+The node runs as its own process (the ``euclidean_cluster_node`` script, CPU backend) with
+``sensor_model`` and ``calibration_file`` set; a driver stand-in, another process, publishes the
+real VLP-32C bag's ``VelodyneScan`` messages (Autoware's ``/sensing/lidar/front/velodyne_packets``)
+as recorded. The node decodes them itself (no PointCloud2 between driver and clusterer), and every
+labelled cloud it publishes must hold exactly the sweep the library's decoder cuts from those
+packets, with the library's cluster labels of it. Needs ``velodyne_msgs``: built from
+``../shared/msgs`` (skips with the reason without it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import PointCloud2  # noqa: E402
+
+from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_message, read_fields  # noqa: E402
+from gpu_euclidean_cluster.pointcloud_io.velodyne import (  # noqa: E402
+    DecoderSettings,
+    SweepDecoder,
+    load_calibration,
+    read_velodyne_scans,
+)
+
+from ._perception_msgs import perception_msgs_env  # noqa: E402
+from ._ros2_tools import BIN, Background, private_domain, user_env  # noqa: E402
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+#: The VLP-32C bag and nebula's settings for it (see ``../shared/data/nebula/README.md``).
+BAG = Path("nebula/vlp32/1713492677464078412")
+CALIBRATION = Path("nebula/calibration/VLP32.yaml")
+SETTINGS = DecoderSettings(
+    model="VLP32", return_mode="SingleStrongest", frame_id="velodyne_front", min_range=0.4,
+    max_range=50.0, scan_phase=180.0, cloud_min_angle=270, cloud_max_angle=90,
+)  # fmt: skip
+PACKETS_TOPIC = "/input/packets"
+LABELED = "/output/labeled_points"
+TIMEOUT_S = 90.0
+#: What the message packages' setup.bash sets for a process that uses them.
+MSGS_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "AMENT_PREFIX_PATH", "CMAKE_PREFIX_PATH")
+
+
+@pytest.fixture(scope="module")
+def msgs_env() -> dict[str, str]:
+    env, reason = perception_msgs_env()
+    if env is None:
+        pytest.skip(reason)
+    return env
+
+
+@pytest.fixture(scope="module")
+def packet_bag(lidar_data_dir: Path) -> Path:
+    path = lidar_data_dir / BAG
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent (the nebula packet bags)")
+    return path
+
+
+def expected_sweeps(bag: Path, calibration: Path) -> dict[int, np.ndarray]:
+    """Stamp (ns) -> points of every sweep the library cuts from the bag's packets, fed as a ROS
+    driver feeds them (packet stamps in ns / 1e9)."""
+    decoder = SweepDecoder(load_calibration(calibration), SETTINGS)
+    sweeps = {}
+    for scan in read_velodyne_scans(bag):
+        for sweep in decoder.feed(scan.packets, scan.packet_seconds):
+            sweeps[sweep.stamp_ns] = sweep.points
+    return sweeps
+
+
+class LabeledRecorder:
+    """This process's subscriber of the node's labelled clouds."""
+
+    def __init__(self, domain: int) -> None:
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain)
+        self.node = rclpy.create_node("packet_input_recorder", context=self.context)
+        self.clouds: list[PointCloud2] = []
+        qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(PointCloud2, LABELED, self.clouds.append, qos)
+        self._executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
+    msgs_env, packet_bag, lidar_data_dir, tmp_path
+):
+    calibration = lidar_data_dir / CALIBRATION
+    expected = expected_sweeps(packet_bag, calibration)
+    assert len(expected) >= 3
+    params = [
+        "-p", "backend:=cpu", "-p", "qos_reliability:=reliable", "-p", "sensor_model:=VLP32",
+        "-p", f"calibration_file:={calibration}", "-p", "return_mode:=SingleStrongest",
+        "-p", "sensor_min_range:=0.4", "-p", "sensor_max_range:=50.0", "-p", "scan_phase:=180.0",
+        "-p", "cloud_min_angle:=270", "-p", "cloud_max_angle:=90",
+    ]  # fmt: skip
+    with private_domain() as domain:
+        env = user_env(domain)
+        env.update({k: msgs_env[k] for k in MSGS_VARIABLES if k in msgs_env})
+        node = Background(
+            [str(BIN / "euclidean_cluster_node"), "--ros-args", *params], env, tmp_path / "node.log"
+        )
+        recorder = LabeledRecorder(domain)
+        try:
+            publisher = Background(
+                [str(BIN / "python"), "-m", "test._packet_publisher", str(packet_bag),
+                 PACKETS_TOPIC, "0.5"],
+                env, tmp_path / "publisher.log", cwd=Path(__file__).resolve().parents[1],
+            )  # fmt: skip
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(recorder.clouds) < len(expected) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            publisher.close()
+        finally:
+            recorder.close()
+            node.interrupt(group=True, timeout_s=30)
+            node.close()
+    log = (tmp_path / "node.log").read_text()
+    assert "sensor_model 'VLP32'" in log, log
+    assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
+    for message in recorder.clouds:
+        stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
+        assert message.header.frame_id == "velodyne_front"
+        points = expected[stamp_ns]
+        cloud = from_message(message)
+        fields = read_fields(cloud, ["x", "y", "z", "time_stamp", "channel", "cluster_id"])
+        for name in ("x", "y", "z", "time_stamp", "channel"):
+            assert fields[name].tobytes() == np.ascontiguousarray(points[name]).tobytes(), name
+        xyz = np.stack([points[a] for a in "xyz"], axis=1)
+        labels = euclidean_cluster(xyz, 0.5, backend="cpu").labels
+        assert np.array_equal(fields["cluster_id"], labels)
