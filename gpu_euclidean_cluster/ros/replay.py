@@ -1,5 +1,9 @@
 """The ``replay`` tool: publish the PointCloud2 topics of a bag with their recorded timing.
 
+Velodyne packet topics (``velodyne_msgs/msg/VelodyneScan``, as Autoware records its LiDARs) are
+decoded as Autoware's driver decodes them and published as its decoded cloud
+(:mod:`.packet_player`; the options of :mod:`.velodyne_options` say how).
+
 Console script ``replay BAG`` (``ros2 run gpu_euclidean_cluster replay BAG`` in a workspace); the
 ``gpu-euclidean-cluster replay`` sub-command reuses this module's parser. The module owns the
 parser (:func:`add_arguments`, giving :class:`~.replay_options.ReplayOptions`) and imports nothing
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from .qos import RELIABILITIES
 from .replay_options import ReplayOptions, parse_remaps
+from .velodyne_options import MODEL_CHOICES, RETURN_MODE_CHOICES, VelodyneOptions
 
 
 class ReplayError(Exception):
@@ -67,14 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="TOPIC",
-        help="PointCloud2 topics to play (default: all PointCloud2 topics)",
+        help="PointCloud2 and VelodyneScan topics to play (default: all of them)",
     )
     parser.add_argument(
         "--remap",
         nargs="+",
         default=[],
         metavar="OLD:=NEW",
-        help="publish topic OLD under the name NEW",
+        help="publish topic OLD under the name NEW (OLD: a PointCloud2 topic, or a packets topic "
+        "or its decoded name)",
     )
     parser.add_argument(
         "--qos-reliability",
@@ -109,6 +115,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="subscribers per topic that --wait-for-subscribers waits for (default 1)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_velodyne_arguments(parser)
+
+
+def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "Velodyne packet bags",
+        "velodyne_msgs/msg/VelodyneScan topics are decoded as Autoware's driver (nebula) decodes "
+        "them and published as PointCloud2 (PointXYZIRCAEDT) on the packets topic's namespace + "
+        "pointcloud_raw_ex. Give the sensor model, or nebula's sensor parameter file; explicit "
+        "options override the file; the rest has nebula's defaults.",
+    )
+    group.add_argument(
+        "--sensor-model", metavar=MODEL_CHOICES, help="the sensor (nebula's sensor_model)"
+    )
+    group.add_argument(
+        "--sensor-params",
+        type=Path,
+        metavar="FILE",
+        help="nebula's sensor parameter file (*.param.yaml: sensor_model, calibration_file, "
+        "return_mode, frame_id, min_range, max_range, scan_phase, cloud_min_angle, "
+        "cloud_max_angle)",
+    )
+    group.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="FILE",
+        help="nebula calibration YAML (default: the model's file shipped in config/velodyne)",
+    )
+    group.add_argument("--return-mode", metavar=RETURN_MODE_CHOICES, help="default Dual")
+    group.add_argument("--frame-id", metavar="FRAME", help="frame of the clouds (default velodyne)")
+    group.add_argument("--min-range", type=float, metavar="M", help="default 0.3 m")
+    group.add_argument("--max-range", type=float, metavar="M", help="default 300 m")
+    group.add_argument(
+        "--scan-phase", type=float, metavar="DEG", help="azimuth where sweeps are cut (default 0)"
+    )
+    group.add_argument(
+        "--cloud-min-angle", type=int, metavar="DEG", help="azimuth window start (default 0)"
+    )
+    group.add_argument(
+        "--cloud-max-angle", type=int, metavar="DEG", help="azimuth window end (default 360)"
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
@@ -129,6 +176,18 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         wait_for_subscribers_s=args.wait_for_subscribers,
         min_subscribers=args.min_subscribers,
         progress=not args.quiet,
+        velodyne=VelodyneOptions(
+            sensor_model=args.sensor_model,
+            calibration=args.calibration,
+            sensor_params=args.sensor_params,
+            return_mode=args.return_mode,
+            frame_id=args.frame_id,
+            min_range=args.min_range,
+            max_range=args.max_range,
+            scan_phase=args.scan_phase,
+            cloud_min_angle=args.cloud_min_angle,
+            cloud_max_angle=args.cloud_max_angle,
+        ),
     )
 
 
@@ -187,7 +246,9 @@ def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``replay``: same options as ``gpu-euclidean-cluster replay``."""
     parser = argparse.ArgumentParser(
-        prog="replay", description="Replay PointCloud2 topics of a ROS 1 or ROS 2 bag."
+        prog="replay",
+        description="Replay PointCloud2 topics of a ROS 1 or ROS 2 bag, and Velodyne packet "
+        "topics decoded to PointCloud2.",
     )
     add_arguments(parser)
     argv = sys.argv[1:] if argv is None else list(argv)

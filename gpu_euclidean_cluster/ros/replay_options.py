@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .qos import RELIABILITIES
+from .velodyne_options import VelodyneOptions
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class ReplayOptions:
     min_subscribers: int = 1
     progress: bool = True
     rcl_args: tuple[str, ...] = ()  # command line for rclpy.init, with any --ros-args
+    #: how Velodyne packet topics are decoded (ignored for a bag without them)
+    velodyne: VelodyneOptions = field(default_factory=VelodyneOptions)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate) and self.rate > 0):
