@@ -12,16 +12,18 @@ from pathlib import Path
 
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from rosbags.rosbag2 import Reader
 from velodyne_msgs.msg import VelodyneScan
 
+from gpu_euclidean_cluster.pointcloud_io.velodyne import read_velodyne_scans
+from gpu_euclidean_cluster.pointcloud_io.velodyne.cdr import scan_to_cdr
 from gpu_euclidean_cluster.ros.transport import configure_transport
 
 
 def main(bag: str, topic: str, period_s: str) -> int:
     configure_transport()  # a VLS-128 scan (730 kB) is over Fast DDS's default 512 kB segment
-    with Reader(Path(bag)) as reader:
-        messages = [raw for _, _, raw in reader.messages()]
+    # the recorded bytes (scan_to_cdr gives rosbags' serialization back, and also reads the
+    # VLS-128 bag, whose empty serialization_format rosbags' Reader refuses)
+    messages = [scan_to_cdr(scan) for scan in read_velodyne_scans(Path(bag))]
     rclpy.init()
     node = rclpy.create_node("packet_publisher")
     qos = QoSProfile(depth=len(messages), reliability=ReliabilityPolicy.RELIABLE)

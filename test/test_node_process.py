@@ -186,3 +186,14 @@ def test_unknown_parameters_are_named_and_library_notices_reach_the_ros_log(doma
             "[WARN]" in line and "no CUDA device found through CuPy" in line
             for line in output.splitlines()
         ), output
+
+
+def test_bad_ros_arguments_exit_2_in_one_line():
+    done = subprocess.run(
+        _command("-p=d_th:=0.7"), capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == "euclidean_cluster_node: error: UnknownROSArgsError: ['-p=d_th:=0.7']"
+    )

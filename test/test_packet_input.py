@@ -2,11 +2,11 @@
 
 The node runs as its own process (the ``euclidean_cluster_node`` script, CPU backend) with
 ``sensor_model`` and ``calibration_file`` set; a driver stand-in, another process, publishes the
-real VLP-32C bag's ``VelodyneScan`` messages (Autoware's ``/sensing/lidar/front/velodyne_packets``)
-as recorded. The node decodes them itself (no PointCloud2 between driver and clusterer), and every
-labelled cloud it publishes must hold exactly the sweep the library's decoder cuts from those
-packets, with the library's cluster labels of it. Needs ``velodyne_msgs``: built from
-``../shared/msgs`` (skips with the reason without it).
+real VLP-32C bag's (Autoware's ``/sensing/lidar/front/velodyne_packets``) or VLS-128 bag's
+``VelodyneScan`` messages as recorded. The node decodes them itself (no PointCloud2 between
+driver and clusterer), and every labelled cloud it publishes must hold exactly the sweep the
+library's decoder cuts from those packets, with the library's cluster labels of it. Needs
+``velodyne_msgs``: built from ``../shared/msgs`` (skips with the reason without it).
 """
 
 from __future__ import annotations
@@ -37,13 +37,26 @@ from ._ros2_tools import BIN, Background, private_domain, user_env  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-#: The VLP-32C bag and nebula's settings for it (see ``../shared/data/nebula/README.md``).
-BAG = Path("nebula/vlp32/1713492677464078412")
-CALIBRATION = Path("nebula/calibration/VLP32.yaml")
-SETTINGS = DecoderSettings(
-    model="VLP32", return_mode="SingleStrongest", frame_id="velodyne_front", min_range=0.4,
-    max_range=50.0, scan_phase=180.0, cloud_min_angle=270, cloud_max_angle=90,
-)  # fmt: skip
+#: Bags, calibrations and nebula's settings for them (see ``../shared/data/nebula/README.md``).
+SENSORS = {
+    "VLP32": (
+        Path("nebula/vlp32/1713492677464078412"),
+        Path("nebula/calibration/VLP32.yaml"),
+        DecoderSettings(
+            model="VLP32", return_mode="SingleStrongest", frame_id="velodyne_front",
+            min_range=0.4, max_range=50.0, scan_phase=180.0, cloud_min_angle=270,
+            cloud_max_angle=90,
+        ),
+    ),
+    "VLS128": (
+        Path("nebula/vls128/1614315746471294674"),
+        Path("nebula/calibration/VLS128.yaml"),
+        DecoderSettings(
+            model="VLS128", return_mode="Dual", frame_id="velodyne", min_range=0.3,
+            max_range=300.0, scan_phase=0.0, cloud_min_angle=0, cloud_max_angle=359,
+        ),
+    ),
+}  # fmt: skip
 PACKETS_TOPIC = "/input/packets"
 LABELED = "/output/labeled_points"
 TIMEOUT_S = 90.0
@@ -59,18 +72,12 @@ def msgs_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def packet_bag(lidar_data_dir: Path) -> Path:
-    path = lidar_data_dir / BAG
-    if not path.is_dir():
-        pytest.skip(f"{path} is absent (the nebula packet bags)")
-    return path
-
-
-def expected_sweeps(bag: Path, calibration: Path) -> dict[int, np.ndarray]:
+def expected_sweeps(
+    bag: Path, calibration: Path, settings: DecoderSettings
+) -> dict[int, np.ndarray]:
     """Stamp (ns) -> points of every sweep the library cuts from the bag's packets, fed as a ROS
     driver feeds them (packet stamps in ns / 1e9)."""
-    decoder = SweepDecoder(load_calibration(calibration), SETTINGS)
+    decoder = SweepDecoder(load_calibration(calibration), settings)
     sweeps = {}
     for scan in read_velodyne_scans(bag):
         for sweep in decoder.feed(scan.packets, scan.packet_seconds):
@@ -99,18 +106,25 @@ class LabeledRecorder:
         self.context.try_shutdown()
 
 
+@pytest.mark.parametrize("model", sorted(SENSORS))
 def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
-    msgs_env, packet_bag, lidar_data_dir, tmp_path
+    msgs_env, lidar_data_dir, tmp_path, model
 ):
-    calibration = lidar_data_dir / CALIBRATION
-    expected = expected_sweeps(packet_bag, calibration)
-    assert len(expected) >= 3
-    params = [
-        "-p", "backend:=cpu", "-p", "qos_reliability:=reliable", "-p", "sensor_model:=VLP32",
-        "-p", f"calibration_file:={calibration}", "-p", "return_mode:=SingleStrongest",
-        "-p", "sensor_min_range:=0.4", "-p", "sensor_max_range:=50.0", "-p", "scan_phase:=180.0",
-        "-p", "cloud_min_angle:=270", "-p", "cloud_max_angle:=90",
-    ]  # fmt: skip
+    bag, calibration, settings = SENSORS[model]
+    packet_bag, calibration = lidar_data_dir / bag, lidar_data_dir / calibration
+    if not packet_bag.is_dir():
+        pytest.skip(f"{packet_bag} is absent (the nebula packet bags)")
+    expected = expected_sweeps(packet_bag, calibration, settings)
+    assert len(expected) >= 2
+    (frame_id,) = {scan.frame_id for scan in read_velodyne_scans(packet_bag)}
+    params = ["-p", "backend:=cpu", "-p", "qos_reliability:=reliable"]
+    params += [arg for name, value in [
+        ("sensor_model", model), ("calibration_file", calibration),
+        ("return_mode", settings.return_mode), ("sensor_min_range", settings.min_range),
+        ("sensor_max_range", settings.max_range), ("scan_phase", settings.scan_phase),
+        ("cloud_min_angle", settings.cloud_min_angle),
+        ("cloud_max_angle", settings.cloud_max_angle),
+    ] for arg in ("-p", f"{name}:={value}")]  # fmt: skip
     with private_domain() as domain:
         env = user_env(domain)
         env.update({k: msgs_env[k] for k in MSGS_VARIABLES if k in msgs_env})
@@ -133,11 +147,11 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
             node.interrupt(group=True, timeout_s=30)
             node.close()
     log = (tmp_path / "node.log").read_text()
-    assert "sensor_model 'VLP32'" in log, log
+    assert f"sensor_model {model!r}" in log, log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
     for message in recorder.clouds:
         stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
-        assert message.header.frame_id == "velodyne_front"
+        assert message.header.frame_id == frame_id  # the scans' own header frame
         points = expected[stamp_ns]
         cloud = from_message(message)
         fields = read_fields(cloud, ["x", "y", "z", "time_stamp", "channel", "cluster_id"])

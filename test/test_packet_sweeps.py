@@ -20,7 +20,11 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import (
     load_calibration,
     read_velodyne_scans,
 )
-from gpu_euclidean_cluster.pointcloud_io.velodyne.cdr import VelodyneCdrError, scan_from_cdr
+from gpu_euclidean_cluster.pointcloud_io.velodyne.cdr import (
+    VelodyneCdrError,
+    scan_from_cdr,
+    scan_to_cdr,
+)
 
 BAG = Path("nebula/vlp32/1713492677464078412")
 CALIBRATION = Path("nebula/calibration/VLP32.yaml")
@@ -49,6 +53,7 @@ def test_cdr_parser_equals_rosbags(raw_messages, lidar_data_dir):
         assert np.array_equal(parsed.packets, scan.packets)
         assert np.array_equal(parsed.stamp_sec, scan.stamp_sec)
         assert np.array_equal(parsed.stamp_nanosec, scan.stamp_nanosec)
+        assert scan_to_cdr(scan) == bytes(raw)  # the recorded bytes back
 
 
 def test_cdr_parser_refuses_what_is_not_a_scan(raw_messages):

@@ -340,7 +340,11 @@ def main(args: Sequence[str] | None = None) -> int:
         print(USAGE + parameters_help())
         return 0
     transport = configure_transport()  # before the first participant: large output clouds
-    rclpy.init(args=argv)
+    try:
+        rclpy.init(args=argv)
+    except Exception as error:  # rcl's argument errors (UnknownROSArgsError, ...) are not exported
+        print(f"{NODE_NAME}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     logger = rclpy.logging.get_logger(NODE_NAME)
     forwarding = forward_package_logging(logger)
     try:

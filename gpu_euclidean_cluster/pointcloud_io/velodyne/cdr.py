@@ -76,3 +76,20 @@ def scan_from_cdr(cdr: bytes | memoryview, topic: str = "") -> VelodyneScanMessa
         stamp_sec=stamps[:, 0].view(order + "i4").astype(np.int64),
         stamp_nanosec=stamps[:, 1].astype(np.int64),
     )
+
+
+def scan_to_cdr(scan: VelodyneScanMessage) -> bytes:
+    """``scan`` serialized as :func:`scan_from_cdr` reads it (little-endian CDR), e.g. to publish
+    the scans of a bag that rosbags cannot hand over raw."""
+    name = scan.frame_id.encode() + b"\0"
+    sec, nanosec = divmod(int(scan.stamp_ns), 1_000_000_000)
+    head = np.array([sec, nanosec, len(name)], dtype="<u4").tobytes()
+    text = name + b"\0" * (-len(name) % 4)
+    count = int(scan.packets.shape[0])
+    rows = np.zeros((count, PACKET_CDR_STRIDE), np.uint8)
+    stamps = np.stack([scan.stamp_sec, scan.stamp_nanosec], axis=1).astype("<u4")
+    rows[:, :8] = stamps.view(np.uint8).reshape(count, 8)
+    rows[:, 8:PACKET_CDR_BYTES] = scan.packets
+    # the last packet is padded too: a serialized message's length is a multiple of 4
+    count_bytes = np.uint32(count).astype("<u4").tobytes()
+    return b"\x00\x01\x00\x00" + head + text + count_bytes + rows.tobytes()
