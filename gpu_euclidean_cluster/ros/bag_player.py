@@ -3,7 +3,11 @@
 Messages are published as serialized CDR: ROS 2 bags already hold CDR, so the stored bytes go to
 ``Publisher.publish`` unchanged (no copy of the point payload); ROS 1 messages are converted at
 byte level (``header.seq`` dropped) by
-:class:`~gpu_euclidean_cluster.pointcloud_io.bags.PointCloudBag`.
+:class:`~gpu_euclidean_cluster.pointcloud_io.bags.PointCloudBag`. Velodyne packet topics
+(``velodyne_msgs/msg/VelodyneScan``) are decoded into PointCloud2 sweeps by :mod:`.packet_player`;
+a sweep counts as a message at the bag time of the packet message that completed it, merged in
+time order with the PointCloud2 messages. A bag whose ``metadata.yaml`` rosbags refuses is read
+through its storage files (:mod:`.bag_files`).
 
 Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
 timestamp, or at ``wall_start + i / rate_hz`` with a fixed rate (``--rate-hz``; a one-message
@@ -14,11 +18,12 @@ carries the bag time of the playback clock, for nodes with ``use_sim_time``.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -33,8 +38,11 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import PointCloud2
 
 from ..core.units import NS_PER_S
-from ..pointcloud_io.bags import BagError, BagMessage, PointCloudBag
+from ..pointcloud_io.bags import POINTCLOUD2, BagError, BagMessage
+from ..pointcloud_io.velodyne.bags import VELODYNE_SCAN
 from ..tools.progress import ProgressBar
+from .bag_files import BagFiles
+from .packet_player import PacketStream, SweepMessage, decoded_topic
 from .qos import reliability_policy
 from .replay_options import ReplayOptions
 
@@ -89,20 +97,75 @@ class ReplayStats:
         )
 
 
-class BagPlayer:
-    """Publishes the PointCloud2 messages of an open bag through ``node`` on a timed schedule."""
+def select_topics(bag: BagFiles, requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The PointCloud2 and the VelodyneScan topics to play; default: all of either type.
 
-    def __init__(self, node: Node, bag: PointCloudBag, options: ReplayOptions) -> None:
+    Raises:
+        BagError: a requested topic is absent (the message lists those present) or of another
+            type, or the bag holds neither type.
+    """
+    topics = bag.topics
+    listing = ", ".join(f"{t.name} ({t.msgtype})" for t in topics.values()) or "none"
+    playable = (POINTCLOUD2, VELODYNE_SCAN)
+    if not requested:
+        chosen = [name for name, topic in topics.items() if topic.msgtype in playable]
+        if not chosen:
+            raise BagError(
+                f"no {POINTCLOUD2} topic (nor {VELODYNE_SCAN}) in {bag.path}; topics: {listing}"
+            )
+    else:
+        chosen = list(dict.fromkeys(requested))
+        for name in chosen:
+            if name not in topics:
+                raise BagError(f"topic {name} is not in {bag.path}; topics: {listing}")
+            if topics[name].msgtype not in playable:
+                raise BagError(
+                    f"topic {name} has type {topics[name].msgtype}, not {POINTCLOUD2} "
+                    f"(or {VELODYNE_SCAN})"
+                )
+    clouds = [name for name in chosen if topics[name].msgtype == POINTCLOUD2]
+    packets = [name for name in chosen if topics[name].msgtype == VELODYNE_SCAN]
+    return clouds, packets
+
+
+class BagPlayer:
+    """Publishes the PointCloud2 messages of an open bag, and the sweeps decoded from its Velodyne
+    packet topics, through ``node`` on a timed schedule."""
+
+    def __init__(self, node: Node, bag: BagFiles, options: ReplayOptions) -> None:
         self.node = node
         self.bag = bag
         self.options = options
-        self.topics = bag.select_topics(options.topics)
-        unknown = sorted(set(options.remap) - set(self.topics))
+        self.cloud_topics, self.packet_topics = select_topics(bag, options.topics)
+        #: every topic played, as in the bag: PointCloud2 first, then the packet topics
+        self.topics = [*self.cloud_topics, *self.packet_topics]
+        names = {topic: topic for topic in self.cloud_topics}
+        names.update({decoded_topic(topic): topic for topic in self.packet_topics})
+        unknown = sorted(set(options.remap) - set(names) - set(self.topics))
         if unknown:
+            replayed = [*self.cloud_topics] + [
+                f"{t} (decoded to {decoded_topic(t)})" for t in self.packet_topics
+            ]
             raise BagError(
                 f"cannot remap {', '.join(unknown)}: not replayed (replayed topics: "
-                f"{', '.join(self.topics)})"
+                f"{', '.join(replayed)})"
             )
+        #: output name of each played topic
+        self.output_names = {topic: options.remap.get(topic, topic) for topic in self.cloud_topics}
+        for topic in self.packet_topics:
+            default = decoded_topic(topic)
+            self.output_names[topic] = options.remap.get(topic, options.remap.get(default, default))
+        self.packets: PacketStream | None = None
+        if self.packet_topics:
+            try:
+                decoding = options.velodyne.resolve()
+                self.packets = PacketStream(bag.path, self.packet_topics, decoding)
+            except BagError:
+                raise
+            except ValueError as error:
+                raise BagError(
+                    f"{', '.join(self.packet_topics)} ({VELODYNE_SCAN}): {error}"
+                ) from None
         self.start_ns = bag.start_ns + round(options.start_s * NS_PER_S)
         if self.start_ns >= bag.end_ns:
             length = (bag.end_ns - bag.start_ns) / NS_PER_S
@@ -130,7 +193,7 @@ class BagPlayer:
             durability=QoSDurabilityPolicy.VOLATILE,
         )
         self.publishers: dict[str, Publisher] = {
-            topic: node.create_publisher(PointCloud2, options.remap.get(topic, topic), qos)
+            topic: node.create_publisher(PointCloud2, self.output_names[topic], qos)
             for topic in self.topics
         }
         self.clock_publisher = (
@@ -193,7 +256,7 @@ class BagPlayer:
                 stats.passes += 1
                 first_ns = last_ns = self.start_ns
                 count = 0
-                for message in self.bag.messages(self.topics, self.start_ns, self.stop_ns):
+                for message in self._messages(restart_clock=stats.passes == 1):
                     target = self._wall_start + self._offset_s(message, count)
                     if not self._sleep_until(target, stop):
                         break
@@ -222,7 +285,44 @@ class BagPlayer:
             progress.close()
         return stats
 
-    def _offset_s(self, message: BagMessage, index: int) -> float:
+    def _messages(self, restart_clock: bool) -> Iterator[BagMessage | SweepMessage]:
+        """One pass: the PointCloud2 messages and the decoded sweeps, merged in bag-time order.
+
+        ``restart_clock``: the first message (a decoded sweep takes tens of ms) is read before
+        the schedule starts, so that it is not late; later ones are read while the previous
+        message's gap runs.
+        """
+        streams: list[Iterator[BagMessage | SweepMessage]] = []
+        if self.cloud_topics:
+            streams.append(self.bag.messages(self.cloud_topics, self.start_ns, self.stop_ns))
+        if self.packets is not None:
+            streams.append(self.packets.messages(self.start_ns, self.stop_ns))
+        try:
+            merged = (
+                streams[0]
+                if len(streams) == 1
+                else heapq.merge(*streams, key=lambda message: message.timestamp_ns)
+            )
+            first = next(merged, None)
+            if restart_clock:
+                self._wall_start = time.monotonic()
+            if first is None:
+                return
+            yield first
+            yield from merged
+        finally:
+            for stream in streams:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+
+    def describe_decoding(self) -> str | None:
+        """The start-up line on packet decoding, None without packet topics."""
+        if self.packets is None:
+            return None
+        return f"decoding {', '.join(self.packet_topics)}: {self.packets.decoding.describe()}"
+
+    def _offset_s(self, message: BagMessage | SweepMessage, index: int) -> float:
         """When message number ``index`` of a pass is due, in seconds after the pass starts."""
         if self.interval_s is not None:
             return index * self.interval_s
@@ -233,12 +333,13 @@ class BagPlayer:
         return stats.frames if total is None else stats.frames - (stats.passes - 1) * total
 
     def _frames_per_pass(self) -> int | None:
-        """Messages per pass when known without reading the bag (no --start/--duration)."""
-        if self.options.start_s == 0 and self.options.duration_s is None:
+        """Messages per pass when known without reading the bag (no --start/--duration, no
+        packet topic: their sweeps are counted by decoding)."""
+        if self.packets is None and self.options.start_s == 0 and self.options.duration_s is None:
             return sum(self.bag.topics[t].count for t in self.topics)
         return None
 
-    def _publish(self, message: BagMessage) -> None:
+    def _publish(self, message: BagMessage | SweepMessage) -> None:
         self.publishers[message.topic].publish(message.cdr)
 
     def bag_time_ns(self) -> int:
@@ -290,7 +391,7 @@ def replay_bag(
     """
     stop = stop or threading.Event()
     context = context or Context()
-    with PointCloudBag(options.bag) as bag:
+    with BagFiles(options.bag, note=lambda line: print(line, file=stream)) as bag:
         transport_line = transport() if transport is not None else None
         rclpy.init(
             args=list(options.rcl_args) or ["replay"],  # never sys.argv: OLD:=NEW is ours
@@ -305,6 +406,9 @@ def replay_bag(
                 f"from {options.bag}: {player.schedule()}",
                 file=stream,
             )
+            decoding = player.describe_decoding()
+            if decoding:
+                print(decoding, file=stream)
             if transport_line:
                 print(transport_line, file=stream)
             waited = options.wait_for_subscribers_s
