@@ -62,6 +62,8 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
+        # nebula's calibration and sensor parameter files (Apache-2.0, LICENSE and NOTICE beside)
+        (f"share/{PACKAGE}/config/velodyne", glob("config/velodyne/*")),
     ],
     install_requires=["numpy>=1.22", "scipy>=1.8", "matplotlib>=3.5", "rosbags>=0.9.16"],
     extras_require={

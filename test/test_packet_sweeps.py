@@ -91,9 +91,11 @@ def test_node_packet_settings_are_checked(lidar_data_dir):
     from gpu_euclidean_cluster.ros.packet_input import packet_sweeps
 
     assert packet_sweeps(_values()) is None  # no sensor_model: no packet input
+    shipped = packet_sweeps(_values(sensor_model="VLS128"))  # nebula's calibration, shipped
+    assert shipped is not None and shipped.settings.model == "VLS128"
     cases = [
         (_values(sensor_model="VLP99"), "unknown sensor_model 'VLP99'"),
-        (_values(sensor_model="VLP16"), "needs calibration_file"),
+        (_values(sensor_model="HDL64"), "needs calibration_file"),
         (_values(sensor_model="VLP16", calibration_file="/no/such.yaml"), "packet input:"),
         (
             _values(sensor_model="VLP16", calibration_file="x.yaml", return_mode="Triple"),

@@ -15,6 +15,7 @@ from typing import Any
 from ..core.config import ConfigError
 from ..frame.packets import PacketSweeps, SweepCloud
 from ..pointcloud_io.velodyne import SENSOR_MODELS, CalibrationError, DecoderSettings
+from .velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
 
 PACKETS_TOPIC = "input/packets"
 
@@ -32,8 +33,14 @@ def packet_sweeps(values: dict[str, Any]) -> PacketSweeps | None:
         raise ConfigError(
             f"unknown sensor_model {model!r}; expected one of {', '.join(SENSOR_MODELS)}"
         )
-    if not values["calibration_file"]:
-        raise ConfigError(f"sensor_model {model} needs calibration_file (nebula's YAML)")
+    calibration = values["calibration_file"] or shipped_calibration(
+        DEFAULT_CALIBRATION.get(model, "")
+    )
+    if not calibration:
+        raise ConfigError(
+            f"sensor_model {model} needs calibration_file (nebula's YAML; no shipped default "
+            "for this model)"
+        )
     try:
         settings = DecoderSettings(
             model=model,
@@ -44,7 +51,7 @@ def packet_sweeps(values: dict[str, Any]) -> PacketSweeps | None:
             cloud_min_angle=values["cloud_min_angle"],
             cloud_max_angle=values["cloud_max_angle"],
         )
-        return PacketSweeps(values["calibration_file"], settings)
+        return PacketSweeps(calibration, settings)
     except (ValueError, OSError, CalibrationError) as error:
         raise ConfigError(f"packet input: {error}") from None
 

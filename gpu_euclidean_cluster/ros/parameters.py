@@ -192,7 +192,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "calibration_file",
         "",
-        "nebula-format calibration YAML of the sensor (required with sensor_model).",
+        "nebula-format calibration YAML of the sensor; empty: nebula's file for sensor_model, "
+        "shipped in config/velodyne (HDL64 has none: nebula ships an S2 and an S3 file).",
         read_only=True,
     ),
     ParameterSpec(
