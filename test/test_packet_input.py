@@ -160,3 +160,50 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
         xyz = np.stack([points[a] for a in "xyz"], axis=1)
         labels = euclidean_cluster(xyz, 0.5, backend="cpu").labels
         assert np.array_equal(fields["cluster_id"], labels)
+
+
+def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path):
+    """VLS-128 packets bag -> ``replay`` (its own process, decoding as nebula) -> the node (its own
+    process, ``input/points``) -> labelled clouds: the library's sweeps and cluster labels."""
+    bag, calibration, settings = SENSORS["VLS128"]
+    packet_bag = lidar_data_dir / bag
+    if not packet_bag.is_dir():
+        pytest.skip(f"{packet_bag} is absent (the nebula packet bags)")
+    expected = expected_sweeps(packet_bag, lidar_data_dir / calibration, settings)
+    with private_domain() as domain:
+        env = user_env(domain)
+        node = Background(
+            [str(BIN / "euclidean_cluster_node"), "--ros-args", "-p", "backend:=cpu",
+             "-p", "qos_reliability:=reliable", "-r", "input/points:=/pointcloud_raw_ex"],
+            env, tmp_path / "node.log",
+        )  # fmt: skip
+        recorder = LabeledRecorder(domain)
+        try:
+            replay = Background(
+                [str(BIN / "replay"), str(packet_bag), "--sensor-model", "VLS128",
+                 "--calibration", str(lidar_data_dir / calibration), "--cloud-max-angle", "359",
+                 "--rate", "0.25", "--wait-for-subscribers", "30", "--min-subscribers", "2",
+                 "--quiet"],
+                env, tmp_path / "replay.log",
+            )  # fmt: skip
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(recorder.clouds) < len(expected) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            replay.close()
+        finally:
+            recorder.close()
+            node.interrupt(group=True, timeout_s=30)
+            node.close()
+    replay_log = (tmp_path / "replay.log").read_text()
+    assert "/velodyne_packets -> /pointcloud_raw_ex" in replay_log, replay_log
+    assert len(recorder.clouds) == len(expected), (len(recorder.clouds), replay_log)
+    for message in recorder.clouds:
+        stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
+        points = expected[stamp_ns]
+        fields = read_fields(from_message(message), ["x", "y", "z", "cluster_id"])
+        for name in "xyz":
+            assert fields[name].tobytes() == np.ascontiguousarray(points[name]).tobytes(), name
+        xyz = np.stack([points[a] for a in "xyz"], axis=1)
+        assert np.array_equal(
+            fields["cluster_id"], euclidean_cluster(xyz, 0.5, backend="cpu").labels
+        )
