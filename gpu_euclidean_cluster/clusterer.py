@@ -71,6 +71,11 @@ class Backend(Protocol):
         """Point pairs the neighbour search of ``method`` examines per second here (measured on
         real frames, rounded down), for ``core.work``'s estimates."""
 
+    def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
+        """Velodyne packets decoded on this backend's device: a callable with
+        ``pointcloud_io.velodyne.packets.decode_packets``' signature and host result, for
+        ``SweepDecoder(decode=...)``."""
+
     def frame_codec(self) -> Any:
         """A new PointCloud2 frame codec on this backend's device (``decode``/``encode``, the
         twins ``cpu/frame.py`` and ``cuda/frame.py``; the frame layer, ``frame/pipeline.py``,

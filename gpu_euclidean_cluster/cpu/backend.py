@@ -23,6 +23,7 @@ from ..core.device import DeviceInfo, MemoryPeak
 from ..core.numbering import canonical_labels
 from ..core.result import Labelling
 from ..core.timing import StageClock
+from ..pointcloud_io.velodyne.packets import decode_packets
 from .frame import CpuFrameCodec
 from .graph import adjacency_list, neighbour_edges
 from .union_find import grid_fits, union_find_components
@@ -60,6 +61,10 @@ class CpuBackend:
     def pairs_per_second(self, method: str, search: str) -> float:
         rates = EXHAUSTIVE_PAIRS_PER_S if search == "exhaustive" else RANGE_PAIRS_PER_S
         return rates.get(method, min(rates.values()))
+
+    def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
+        """NumPy's: :func:`~..pointcloud_io.velodyne.packets.decode_packets` itself."""
+        return decode_packets
 
     def frame_codec(self) -> CpuFrameCodec:
         return CpuFrameCodec()

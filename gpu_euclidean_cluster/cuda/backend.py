@@ -22,6 +22,7 @@ from .matrix import label_matrix, matrix_source
 from .module import CLUSTERING, KernelSource, compile_source
 from .numbering import canonical_labels_gpu
 from .union_find import UNION_FIND, label_union_find
+from .velodyne import CudaPacketDecoder
 
 #: Point pairs examined per second by the neighbour searches here (H100, kitti_000001 at 0.5 m,
 #: labelling included, rounded down): exhaustive search, and the voxel grid's candidate pairs of
@@ -87,6 +88,10 @@ class CudaBackend:
 
     def pairs_per_second(self, method: str, search: str) -> float:
         return EXHAUSTIVE_PAIRS_PER_S if search == "exhaustive" else RANGE_PAIRS_PER_S
+
+    def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
+        """The CUDA twin (``cuda/velodyne.py``): one thread per firing and laser."""
+        return CudaPacketDecoder(calibration, settings, self.device_id).decode_with
 
     def frame_codec(self) -> CudaFrameCodec:
         return CudaFrameCodec(self.device_id)

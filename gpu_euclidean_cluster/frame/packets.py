@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..clusterer import Backend
 from ..pointcloud_io.pointcloud2 import RawCloud, from_structured
-from ..pointcloud_io.velodyne import DecoderSettings, SweepDecoder, load_calibration
+from ..pointcloud_io.velodyne import DecoderSettings, SweepDecoder, decode_packets, load_calibration
 from ..pointcloud_io.velodyne.cdr import scan_from_cdr
 
 
@@ -34,14 +35,29 @@ class SweepCloud:
 class PacketSweeps:
     """Cuts a stream of serialized ``VelodyneScan`` messages into sweeps (nebula's rules)."""
 
-    def __init__(self, calibration_file: str | Path, settings: DecoderSettings) -> None:
+    def __init__(
+        self,
+        calibration_file: str | Path,
+        settings: DecoderSettings,
+        backend: Backend | None = None,
+    ) -> None:
         """Load the calibration now, so that a bad file fails at start-up.
+
+        Args:
+            calibration_file: nebula-format calibration YAML.
+            settings: decoder settings.
+            backend: where packets are decoded (``Backend.packet_decoder``: the GPU on the CUDA
+                backend); None: NumPy. Sweeps are cut on the host either way.
 
         Raises:
             CalibrationError: the calibration file is missing or malformed.
         """
         self.settings = settings
-        self._decoder = SweepDecoder(load_calibration(calibration_file), settings)
+        calibration = load_calibration(calibration_file)
+        decode = (
+            decode_packets if backend is None else backend.packet_decoder(calibration, settings)
+        )
+        self._decoder = SweepDecoder(calibration, settings, decode=decode)
 
     def feed(self, cdr: bytes | memoryview) -> list[SweepCloud]:
         """Decode one message's packets; the sweeps they complete (often none).

@@ -106,7 +106,6 @@ class EuclideanClusterNode(Node):
         for warning in unknown_parameter_warnings(self._parameter_overrides):
             self.get_logger().warning(warning)
         self._settings = settings_from_values(self._parameter_values())
-        self._sweeps = packet_sweeps(self._parameter_values())
         # The worker publishes each frame before it processes the next, so the labelled payload
         # may stay in the GPU codec's pinned buffer (no copy of ~3 MB per frame).
         self._pipeline = FramePipeline(
@@ -115,6 +114,7 @@ class EuclideanClusterNode(Node):
             copy_output=False,
         )
         self._pipeline.warm_up(self._settings.cluster, self._settings.window)
+        self._sweeps = packet_sweeps(self._parameter_values(), self._pipeline.backend)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = FrameStats()
         self._reported: StatsSnapshot | None = None

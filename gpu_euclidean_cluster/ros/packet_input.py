@@ -2,9 +2,9 @@
 crosses the middleware between the driver and the clusterer).
 
 Subscribed only when the ``sensor_model`` parameter names a model; the messages are read raw and
-decoded from their CDR bytes (:class:`~..frame.packets.PacketSweeps`), in arrival order on the
-executor thread: a sweep may span messages, so none may be skipped. Each completed sweep is handed
-to the node like a received cloud.
+decoded from their CDR bytes (:class:`~..frame.packets.PacketSweeps`; on the GPU with the CUDA
+backend), in arrival order on the executor thread: a sweep may span messages, so none may be
+skipped. Each completed sweep is handed to the node like a received cloud.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from .velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
 PACKETS_TOPIC = "input/packets"
 
 
-def packet_sweeps(values: dict[str, Any]) -> PacketSweeps | None:
-    """The decoder the node's parameter ``values`` ask for, or None without ``sensor_model``.
+def packet_sweeps(values: dict[str, Any], backend: Any = None) -> PacketSweeps | None:
+    """The decoder the node's parameter ``values`` ask for, on ``backend``'s device (None: NumPy),
+    or None without ``sensor_model``.
 
     Raises:
         ConfigError: an unknown model, bad decoder settings, or a missing or bad calibration.
@@ -51,7 +52,7 @@ def packet_sweeps(values: dict[str, Any]) -> PacketSweeps | None:
             cloud_min_angle=values["cloud_min_angle"],
             cloud_max_angle=values["cloud_max_angle"],
         )
-        return PacketSweeps(calibration, settings)
+        return PacketSweeps(calibration, settings, backend)
     except (ValueError, OSError, CalibrationError) as error:
         raise ConfigError(f"packet input: {error}") from None
 

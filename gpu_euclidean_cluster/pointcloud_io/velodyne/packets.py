@@ -146,7 +146,7 @@ def zero_block(family: Family, dual: bool) -> int:
 
 
 @cache
-def _recurrence(family: Family, dual: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def block_recurrence(family: Family, dual: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Index tables of step 1: the rotation each block's ``azimuth`` reads, the rotation its
     difference reads (-1: none), and the block whose difference it copies (-1: itself; -2:
     zero)."""
@@ -170,7 +170,7 @@ def block_azimuths(
         rows = np.flatnonzero(dual == flag)
         if rows.size == 0:
             continue
-        azimuth_from, next_from, copy_from = _recurrence(family, flag)
+        azimuth_from, next_from, copy_from = block_recurrence(family, flag)
         rot = rotation[rows]
         az = rot[:, azimuth_from]
         computed = np.fmod(36000 + rot[:, np.maximum(next_from, 0)] - az, 36000)

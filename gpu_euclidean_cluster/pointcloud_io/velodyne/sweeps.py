@@ -25,6 +25,7 @@ arrives. The rules, from nebula's ``check_and_handle_scan_complete`` and its dec
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,10 +105,14 @@ class SweepDecoder:
     Args:
         calibration: the sensor's calibration.
         settings: decoder settings.
+        decode: the per-packet decoder, with :func:`.packets.decode_packets`' signature and
+            result (NumPy points); the CUDA twin's ``CudaPacketDecoder.decode_with`` (in
+            ``cuda/velodyne.py``) decodes on the GPU, the cutting stays here.
     """
 
     calibration: VelodyneCalibration
     settings: DecoderSettings
+    decode: Callable[..., tuple[np.ndarray, np.ndarray]] = decode_packets
     _points: list[np.ndarray] = field(default_factory=list, init=False)
     _packets: int = field(default=0, init=False)
     _stamp: float = field(default=-1.0, init=False)
@@ -155,7 +160,7 @@ class SweepDecoder:
             reaching = np.flatnonzero(packets_reaching_points(packets, self.settings))
             if reaching.size:
                 self._stamp = float(seconds[reaching[0]])
-        points, packet_index = decode_packets(
+        points, packet_index = self.decode(
             packets, seconds, self._stamp, self.calibration, self.settings
         )
         if points.shape[0]:
