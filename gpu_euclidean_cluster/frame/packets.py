@@ -8,8 +8,10 @@ back as a PointCloud2-layout cloud in Autoware's ``PointXYZIRCAEDT`` fields, wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from ..clusterer import Backend
 from ..pointcloud_io.pointcloud2 import RawCloud, from_structured
@@ -68,6 +70,20 @@ class PacketSweeps:
         scan = scan_from_cdr(cdr)
         frame_id = scan.frame_id or self.settings.frame_id
         return [
-            SweepCloud(from_structured(sweep.points, is_dense=True), sweep.stamp_ns, frame_id)
+            SweepCloud(sweep_cloud(sweep.points), sweep.stamp_ns, frame_id)
             for sweep in self._decoder.feed(scan.packets, scan.packet_seconds)
         ]
+
+
+def sweep_cloud(points: np.ndarray) -> RawCloud:
+    """``from_structured(points, is_dense=True)`` without copying the points: a sweep's points are
+    little-endian and the cloud's data are a view of them (6.7 MB for a VLS-128 sweep)."""
+    points = np.ascontiguousarray(points)
+    empty = from_structured(points[:0], is_dense=True)
+    width = points.shape[0]
+    return replace(
+        empty,
+        width=width,
+        row_step=width * empty.point_step,
+        data=points.view(np.uint8).reshape(-1),
+    )

@@ -169,7 +169,10 @@ class SweepDecoder:
         self._packets += packets.shape[0]
         if not completes:
             return None
-        cloud = np.concatenate(self._points) if self._points else np.zeros(0, POINT_DTYPE)
+        if len(self._points) == 1:  # one message, one sweep (the VLS-128's): no copy
+            cloud = self._points[0]
+        else:
+            cloud = np.concatenate(self._points) if self._points else np.zeros(0, POINT_DTYPE)
         moving = self._trailing(cloud)
         self._overflow = cloud[cloud.shape[0] - moving :].copy()
         sweep = Sweep(
