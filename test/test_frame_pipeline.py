@@ -980,12 +980,16 @@ def test_buffers_are_reused_across_frames(pipeline, load_frame, base):
     big = xyzi_cloud(load_frame("kitti_000001.bin"))
     small = layout_cloud(base, "step13")
     pipeline.decode(big, FrameWindow())
-    device = {name: buf.data.ptr for name, buf in pipeline._device_buffers.items()}
-    pinned = {name: buf.ctypes.data for name, buf in pipeline._pinned_buffers.items()}
+    device = {name: buf.data.ptr for name, buf in pipeline._buffers.device_arrays.items()}
+    pinned = {name: buf.ctypes.data for name, buf in pipeline._buffers.pinned_arrays.items()}
     for cloud in (small, big, small):
         pipeline.decode(cloud, FrameWindow())
-    assert {n: b.data.ptr for n, b in pipeline._device_buffers.items() if n in device} == device
-    assert {n: b.ctypes.data for n, b in pipeline._pinned_buffers.items() if n in pinned} == pinned
+    assert {
+        n: b.data.ptr for n, b in pipeline._buffers.device_arrays.items() if n in device
+    } == device
+    assert {
+        n: b.ctypes.data for n, b in pipeline._buffers.pinned_arrays.items() if n in pinned
+    } == pinned
 
 
 @pytest.mark.gpu

@@ -54,6 +54,7 @@ from ..pointcloud_io.pointcloud2 import (
     RawCloud,
     check_layout,
 )
+from .buffers import GrowOnlyBuffers, grown
 
 #: Threads per block of the element-wise kernels and of the cluster-table kernel.
 THREADS = 256
@@ -246,8 +247,7 @@ class CudaFrameCodec:
         with self._device:
             self._kernels = {name: get_kernel(source, name, device_id) for name in KERNELS}
             self._input_done = cupy.cuda.Event(block=False, disable_timing=True)
-        self._device_buffers: dict[str, Any] = {}
-        self._pinned_buffers: dict[str, np.ndarray] = {}
+        self._buffers = GrowOnlyBuffers()
         self._generation = 0
         self._frame: _Frame | None = None
         self._clusters = 0
@@ -265,7 +265,7 @@ class CudaFrameCodec:
         coord_dtype = plan.dtype
         with self._device:
             stream = cupy.cuda.get_current_stream()
-            status = self._buffer("status", _STATUS_WORDS, np.int32)
+            status = self._buffers.device("status", _STATUS_WORDS, np.int32)
             cupy.cuda.runtime.memsetAsync(status.data.ptr, 0, status.nbytes, stream.ptr)
             if n == 0:
                 self._frame = _Frame(plan, layout, bool(cloud.is_dense), None, None)
@@ -273,18 +273,18 @@ class CudaFrameCodec:
                     cupy.empty((0, 3), dtype=cupy.float32), cupy.empty(0, dtype=cupy.bool_)
                 )
             self._input_done.synchronize()  # the staging buffer is free again
-            staging = self._pinned("input", plan.nbytes)
+            staging = self._buffers.pinned("input", plan.nbytes)
             np.copyto(staging, np.frombuffer(cloud.data, dtype=np.uint8, count=plan.nbytes))
-            raw = self._buffer("raw", plan.nbytes, np.uint8)
+            raw = self._buffers.device("raw", plan.nbytes, np.uint8)
             cupy.cuda.runtime.memcpyAsync(
                 raw.data.ptr, staging.ctypes.data, plan.nbytes, _H2D, stream.ptr
             )
             self._input_done.record(stream)
-            points = self._buffer("points", 3 * n, np.float32)
-            mask = self._buffer("mask", n, np.bool_)
+            points = self._buffers.device("points", 3 * n, np.float32)
+            mask = self._buffers.device("mask", n, np.bool_)
             write_table = coord_dtype != np.float32 or not window.use_height
             if write_table:
-                coords = self._buffer(f"coords_{coord_dtype.name}", 3 * n, coord_dtype)
+                coords = self._buffers.device(f"coords_{coord_dtype.name}", 3 * n, coord_dtype)
             else:
                 coords = points  # the float32 table coordinates are the points themselves
             f64 = coord_dtype == np.float64
@@ -362,13 +362,13 @@ class CudaFrameCodec:
             if labels.dtype != cupy.int32:
                 labels = labels.astype(cupy.int32)
             stream = cupy.cuda.get_current_stream()
-            status = self._buffer("status", _STATUS_WORDS, np.int32)
+            status = self._buffers.device("status", _STATUS_WORDS, np.int32)
             err = status[0:1]
             cupy.cuda.runtime.memsetAsync(err.data.ptr, 0, err.nbytes, stream.ptr)
             self._clusters = k
             if n:
-                keys = self._buffer("keys", n, np.uint64)
-                out = self._buffer("out", out_bytes // 4, np.uint32)
+                keys = self._buffers.device("keys", n, np.uint64)
+                out = self._buffers.device("out", out_bytes // 4, np.uint32)
                 self._kernels["pc2_encode"](
                     _blocks(n * (layout.point_step // 4)),
                     (THREADS,),
@@ -391,15 +391,17 @@ class CudaFrameCodec:
                 )
                 if k:
                     self._table(frame, sizes, keys, err, stream)
-                payload_host = self._pinned("output", out_bytes)
+                payload_host = self._buffers.pinned("output", out_bytes)
                 cupy.cuda.runtime.memcpyAsync(
                     payload_host.ctypes.data, out.data.ptr, out_bytes, _D2H, stream.ptr
                 )
             else:
-                payload_host = self._pinned("output", 0)
-            table_host = self._pinned("table", 4 * (table_words + _STATUS_WORDS)).view(np.uint32)
+                payload_host = self._buffers.pinned("output", 0)
+            table_host = self._buffers.pinned("table", 4 * (table_words + _STATUS_WORDS)).view(
+                np.uint32
+            )
             if table_words:
-                table = self._buffer("table", table_words, np.uint32)
+                table = self._buffers.device("table", table_words, np.uint32)
                 cupy.cuda.runtime.memcpyAsync(
                     table_host.ctypes.data, table.data.ptr, 4 * table_words, _D2H, stream.ptr
                 )
@@ -441,7 +443,9 @@ class CudaFrameCodec:
         For tests; synchronises."""
         k = self._clusters
         with self._device:
-            return self._buffer("sums", max(3 * k, 1), np.float64)[: 3 * k].get().reshape(k, 3)
+            return (
+                self._buffers.device("sums", max(3 * k, 1), np.float64)[: 3 * k].get().reshape(k, 3)
+            )
 
     # -- steps and buffers -------------------------------------------------------------------
 
@@ -453,19 +457,19 @@ class CudaFrameCodec:
         threads = cluster_threads(sizes)
         total_threads = int(threads.sum())
         # meta: starts (K + 1: the unlabelled points sort first), thread offsets (K + 1)
-        meta_host = self._pinned("meta", 4 * (2 * k + 2)).view(np.int32)
+        meta_host = self._buffers.pinned("meta", 4 * (2 * k + 2)).view(np.int32)
         starts = meta_host[: k + 1]
         starts[0] = n - int(sizes.sum())
         starts[1:] = starts[0] + np.cumsum(sizes)
         offsets = meta_host[k + 1 :]
         offsets[0] = 0
         offsets[1:] = np.cumsum(threads)
-        meta = self._buffer("meta", 2 * k + 2, np.int32)
+        meta = self._buffers.device("meta", 2 * k + 2, np.int32)
         cupy.cuda.runtime.memcpyAsync(
             meta.data.ptr, meta_host.ctypes.data, meta_host.nbytes, _H2D, stream.ptr
         )
         keys.sort()
-        slots = self._buffer("slots", 2 * total_threads * PARTIAL_BYTES, np.uint8)
+        slots = self._buffers.device("slots", 2 * total_threads * PARTIAL_BYTES, np.uint8)
         flags = self._flags(total_threads)
         kernel = "pc2_table_f32" if frame.coords.dtype == np.float32 else "pc2_table_f64"
         self._kernels[kernel](
@@ -480,55 +484,29 @@ class CudaFrameCodec:
                 slots,
                 flags,
                 np.int32(self._generation),
-                self._buffer("table", 11 * k, np.uint32),
-                self._buffer("sums", 3 * k, np.float64),
+                self._buffers.device("table", 11 * k, np.uint32),
+                self._buffers.device("sums", 3 * k, np.float64),
                 err,
             ),
         )
 
-    def _buffer(self, name: str, count: int, dtype: Any) -> Any:
-        """A device array of ``count`` items of ``dtype``, a view of a grow-only buffer."""
-        cupy = self._cp
-        dtype = np.dtype(dtype)
-        nbytes = count * dtype.itemsize
-        buffer = self._device_buffers.get(name)
-        if buffer is None or buffer.nbytes < nbytes:
-            buffer = cupy.empty(_grown(nbytes), dtype=cupy.uint8)
-            self._device_buffers[name] = buffer
-        return buffer[:nbytes].view(dtype)
-
     def _dummy(self, dtype: Any) -> Any:
-        return self._buffer(f"dummy_{np.dtype(dtype).name}", 1, dtype)
+        return self._buffers.device(f"dummy_{np.dtype(dtype).name}", 1, dtype)
 
     def _flags(self, count: int) -> Any:
         """The node flags of the cluster-table kernel and this frame's generation stamp."""
         cupy = self._cp
-        flags = self._device_buffers.get("flags")
+        flags = self._buffers.device_arrays.get("flags")
         if flags is None or flags.size < count or self._generation >= 2**31 - 2:
             if flags is None or flags.size < count:
-                flags = cupy.zeros(_grown(4 * count) // 4, dtype=cupy.int32)
-                self._device_buffers["flags"] = flags
+                flags = cupy.zeros(grown(4 * count) // 4, dtype=cupy.int32)
+                self._buffers.device_arrays["flags"] = flags
             else:
                 flags.fill(0)
             self._generation = 0
         self._generation += 1
         return flags
 
-    def _pinned(self, name: str, nbytes: int) -> np.ndarray:
-        """``nbytes`` of a grow-only page-locked host buffer, as uint8."""
-        buffer = self._pinned_buffers.get(name)
-        if buffer is None or buffer.nbytes < nbytes:
-            size = _grown(max(nbytes, 1))
-            memory = self._cp.cuda.alloc_pinned_memory(size)
-            buffer = np.frombuffer(memory, dtype=np.uint8, count=size)
-            self._pinned_buffers[name] = buffer
-        return buffer[:nbytes]
-
 
 def _blocks(count: int, threads: int = THREADS) -> tuple[int]:
     return (max(1, (count + threads - 1) // threads),)
-
-
-def _grown(nbytes: int) -> int:
-    """Capacity for a buffer of ``nbytes``: 25 % headroom, rounded up to 64 KiB."""
-    return _align(nbytes + nbytes // 4, 1 << 16)

@@ -64,6 +64,7 @@ from ..pointcloud_io.velodyne.packets import (
     time_offsets,
 )
 from ..pointcloud_io.velodyne.sensors import DecoderSettings, Family
+from .buffers import GrowOnlyBuffers
 
 #: The kernels' ``family`` argument.
 VLP16_FAMILY = 0
@@ -343,8 +344,7 @@ class CudaPacketDecoder:
         self._table_args = tuple(views)
         scalars = scalar_args(tables)
         self._scalar_args = tuple(scalars[name] for name in SCALAR_PARAMS)
-        self._device_buffers: dict[str, Any] = {}
-        self._pinned_buffers: dict[str, np.ndarray] = {}
+        self._buffers = GrowOnlyBuffers()
 
     def decode(self, packets: Any, packet_seconds: Any, scan_seconds: Any) -> tuple[Any, Any]:
         """Decode a batch of packets on the GPU (arguments as ``decode_packets``'s).
@@ -381,9 +381,9 @@ class CudaPacketDecoder:
             else:
                 offset, total = staging_layout(count)
                 self._input_done.synchronize()  # the staging buffer is free again
-                staging = self._pinned("input", total)
+                staging = self._buffers.pinned("input", total)
                 stage_batch(staging, packets, deltas)
-                raw = self._buffer("input", total, np.uint8)
+                raw = self._buffers.device("input", total, np.uint8)
                 cupy.cuda.runtime.memcpyAsync(
                     raw.data.ptr, staging.ctypes.data, total, _H2D, stream.ptr
                 )
@@ -392,9 +392,9 @@ class CudaPacketDecoder:
                 device_packets = raw[offset:total]
             deltas = cupy.ascontiguousarray(deltas, dtype=cupy.float64)
             slots = count * PACKET_THREADS
-            flags = self._buffer("flags", slots, np.int32)
-            empty_points = self._buffer("no_points", 8, np.uint32)
-            empty_index = self._buffer("no_index", 1, np.int64)
+            flags = self._buffers.device("flags", slots, np.int32)
+            empty_points = self._buffers.device("no_points", 8, np.uint32)
+            empty_index = self._buffers.device("no_index", 1, np.int64)
             head = (device_packets, deltas, np.int32(count), *self._scalar_args, *self._table_args)
             grid, block = (count,), (PACKET_THREADS,)
             self._kernels["velo_flags"](grid, block, (*head, flags, empty_points, empty_index))
@@ -432,37 +432,11 @@ class CudaPacketDecoder:
     def _upload(self, name: str, host: np.ndarray, stream: Any) -> Any:
         """``host`` copied through a pinned buffer to a device buffer (queued on ``stream``)."""
         self._input_done.synchronize()
-        staging = self._pinned(name, host.nbytes)
+        staging = self._buffers.pinned(name, host.nbytes)
         staging[:] = host.view(np.uint8).reshape(-1)
-        device = self._buffer(name, host.nbytes, np.uint8)
+        device = self._buffers.device(name, host.nbytes, np.uint8)
         self._cp.cuda.runtime.memcpyAsync(
             device.data.ptr, staging.ctypes.data, host.nbytes, _H2D, stream.ptr
         )
         self._input_done.record(stream)
         return device.view(host.dtype)
-
-    def _buffer(self, name: str, count: int, dtype: Any) -> Any:
-        """A device array of ``count`` items of ``dtype``, a view of a grow-only buffer."""
-        cupy = self._cp
-        dtype = np.dtype(dtype)
-        nbytes = count * dtype.itemsize
-        buffer = self._device_buffers.get(name)
-        if buffer is None or buffer.nbytes < nbytes:
-            buffer = cupy.empty(_grown(nbytes), dtype=cupy.uint8)
-            self._device_buffers[name] = buffer
-        return buffer[:nbytes].view(dtype)
-
-    def _pinned(self, name: str, nbytes: int) -> np.ndarray:
-        """``nbytes`` of a grow-only page-locked host buffer, as uint8."""
-        buffer = self._pinned_buffers.get(name)
-        if buffer is None or buffer.nbytes < nbytes:
-            size = _grown(max(nbytes, 1))
-            memory = self._cp.cuda.alloc_pinned_memory(size)
-            buffer = np.frombuffer(memory, dtype=np.uint8, count=size)
-            self._pinned_buffers[name] = buffer
-        return buffer[:nbytes]
-
-
-def _grown(nbytes: int) -> int:
-    """Capacity for a buffer of ``nbytes``: 25 % headroom, rounded up to 64 KiB."""
-    return -(-(nbytes + nbytes // 4) // (1 << 16)) * (1 << 16)
