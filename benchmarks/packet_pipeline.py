@@ -5,7 +5,7 @@ serialized as the node receives it and run through the node's path, per message,
 stage over ``--repeats`` passes of the whole bag:
 
 - ``parse``: the CDR bytes to packets (``scan_from_cdr``);
-- ``decode``: packets to the completed sweeps (``PacketSweeps.feed``: decoding on the backend's
+- ``decode``: packets to the completed sweeps (``PacketSweeps.feed_scan``: decoding on the backend's
   device, sweep cutting on the host);
 - ``frame``: each sweep through ``FramePipeline.process`` (to the GPU, cluster, labelled payload
   and cluster table back).
@@ -69,9 +69,9 @@ def measure(bag: str, backend_name: str, data: Path, repeats: int) -> StageRow:
         sweeps = PacketSweeps(data / "calibration" / calibration, settings, backend)
         for cdr in messages:
             start = time.perf_counter()
-            scan_from_cdr(cdr)
+            scan = scan_from_cdr(cdr)
             parsed = time.perf_counter()
-            done = sweeps.feed(cdr)
+            done = sweeps.feed_scan(scan)
             decoded = time.perf_counter()
             for sweep in done:
                 pipeline.process(sweep.cloud, config, window)

@@ -34,29 +34,16 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import (  # noqa: E402
 
 from ._perception_msgs import perception_msgs_env  # noqa: E402
 from ._ros2_tools import BIN, Background, private_domain, user_env  # noqa: E402
+from .test_velodyne_decoder import CASES  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-#: Bags, calibrations and nebula's settings for them (see ``../shared/data/nebula/README.md``).
+#: Sensor model -> bag, calibration and nebula's settings (``test_velodyne_decoder.CASES``).
 SENSORS = {
-    "VLP32": (
-        Path("nebula/vlp32/1713492677464078412"),
-        Path("nebula/calibration/VLP32.yaml"),
-        DecoderSettings(
-            model="VLP32", return_mode="SingleStrongest", frame_id="velodyne_front",
-            min_range=0.4, max_range=50.0, scan_phase=180.0, cloud_min_angle=270,
-            cloud_max_angle=90,
-        ),
-    ),
-    "VLS128": (
-        Path("nebula/vls128/1614315746471294674"),
-        Path("nebula/calibration/VLS128.yaml"),
-        DecoderSettings(
-            model="VLS128", return_mode="Dual", frame_id="velodyne", min_range=0.3,
-            max_range=300.0, scan_phase=0.0, cloud_min_angle=0, cloud_max_angle=359,
-        ),
-    ),
-}  # fmt: skip
+    model: (Path("nebula", folder, bag), Path("nebula", "calibration", calibration), settings)
+    for model, folder in (("VLP32", "vlp32"), ("VLS128", "vls128"))
+    for bag, _, settings, calibration in [CASES[folder]]
+}
 PACKETS_TOPIC = "/input/packets"
 LABELED = "/output/labeled_points"
 TIMEOUT_S = 90.0
@@ -83,6 +70,28 @@ def expected_sweeps(
         for sweep in decoder.feed(scan.packets, scan.packet_seconds):
             sweeps[sweep.stamp_ns] = sweep.points
     return sweeps
+
+
+def wait_for_clouds(recorder: LabeledRecorder, count: int) -> None:
+    """Until ``recorder`` holds ``count`` clouds, or TIMEOUT_S."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(recorder.clouds) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def assert_labelled_sweeps(
+    clouds: list[PointCloud2], expected: dict[int, np.ndarray], fields: tuple[str, ...]
+) -> None:
+    """Each cloud is the expected sweep of its stamp (``fields`` byte for byte) with the library's
+    cluster labels of it at the node's default d_th."""
+    for message in clouds:
+        stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
+        points = expected[stamp_ns]
+        got = read_fields(from_message(message), [*fields, "cluster_id"])
+        for name in fields:
+            assert got[name].tobytes() == np.ascontiguousarray(points[name]).tobytes(), name
+        xyz = np.stack([points[a] for a in "xyz"], axis=1)
+        assert np.array_equal(got["cluster_id"], euclidean_cluster(xyz, 0.5, backend="cpu").labels)
 
 
 class LabeledRecorder:
@@ -138,9 +147,7 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
                  PACKETS_TOPIC, "0.5"],
                 env, tmp_path / "publisher.log", cwd=Path(__file__).resolve().parents[1],
             )  # fmt: skip
-            deadline = time.monotonic() + TIMEOUT_S
-            while len(recorder.clouds) < len(expected) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_for_clouds(recorder, len(expected))
             publisher.close()
         finally:
             recorder.close()
@@ -149,17 +156,8 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
     log = (tmp_path / "node.log").read_text()
     assert f"sensor_model {model!r}" in log, log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
-    for message in recorder.clouds:
-        stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
-        assert message.header.frame_id == frame_id  # the scans' own header frame
-        points = expected[stamp_ns]
-        cloud = from_message(message)
-        fields = read_fields(cloud, ["x", "y", "z", "time_stamp", "channel", "cluster_id"])
-        for name in ("x", "y", "z", "time_stamp", "channel"):
-            assert fields[name].tobytes() == np.ascontiguousarray(points[name]).tobytes(), name
-        xyz = np.stack([points[a] for a in "xyz"], axis=1)
-        labels = euclidean_cluster(xyz, 0.5, backend="cpu").labels
-        assert np.array_equal(fields["cluster_id"], labels)
+    assert {m.header.frame_id for m in recorder.clouds} == {frame_id}  # the scans' header frame
+    assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z", "time_stamp", "channel"))
 
 
 def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path):
@@ -186,9 +184,7 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
                  "--quiet"],
                 env, tmp_path / "replay.log",
             )  # fmt: skip
-            deadline = time.monotonic() + TIMEOUT_S
-            while len(recorder.clouds) < len(expected) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            wait_for_clouds(recorder, len(expected))
             replay.close()
         finally:
             recorder.close()
@@ -197,13 +193,4 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
     replay_log = (tmp_path / "replay.log").read_text()
     assert "/velodyne_packets -> /pointcloud_raw_ex" in replay_log, replay_log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), replay_log)
-    for message in recorder.clouds:
-        stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
-        points = expected[stamp_ns]
-        fields = read_fields(from_message(message), ["x", "y", "z", "cluster_id"])
-        for name in "xyz":
-            assert fields[name].tobytes() == np.ascontiguousarray(points[name]).tobytes(), name
-        xyz = np.stack([points[a] for a in "xyz"], axis=1)
-        assert np.array_equal(
-            fields["cluster_id"], euclidean_cluster(xyz, 0.5, backend="cpu").labels
-        )
+    assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z"))

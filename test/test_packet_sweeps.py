@@ -15,7 +15,6 @@ from gpu_euclidean_cluster.core.config import ConfigError
 from gpu_euclidean_cluster.frame.packets import PacketSweeps
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import to_structured
 from gpu_euclidean_cluster.pointcloud_io.velodyne import (
-    DecoderSettings,
     SweepDecoder,
     load_calibration,
     read_velodyne_scans,
@@ -26,12 +25,11 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne.cdr import (
     scan_to_cdr,
 )
 
-BAG = Path("nebula/vlp32/1713492677464078412")
-CALIBRATION = Path("nebula/calibration/VLP32.yaml")
-SETTINGS = DecoderSettings(
-    model="VLP32", return_mode="SingleStrongest", frame_id="velodyne_front", min_range=0.4,
-    max_range=50.0, scan_phase=180.0, cloud_min_angle=270, cloud_max_angle=90,
-)  # fmt: skip
+from .test_velodyne_decoder import CASES
+
+_BAG, _, SETTINGS, _CALIBRATION = CASES["vlp32"]  # nebula's VLP-32C bag and its settings
+BAG = Path("nebula", "vlp32", _BAG)
+CALIBRATION = Path("nebula", "calibration", _CALIBRATION)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,13 @@ import numpy as np
 
 from ..clusterer import Backend
 from ..pointcloud_io.pointcloud2 import RawCloud, from_structured
-from ..pointcloud_io.velodyne import DecoderSettings, SweepDecoder, decode_packets, load_calibration
+from ..pointcloud_io.velodyne import (
+    DecoderSettings,
+    SweepDecoder,
+    VelodyneScanMessage,
+    decode_packets,
+    load_calibration,
+)
 from ..pointcloud_io.velodyne.cdr import scan_from_cdr
 
 
@@ -62,12 +68,15 @@ class PacketSweeps:
         self._decoder = SweepDecoder(calibration, settings, decode=decode)
 
     def feed(self, cdr: bytes | memoryview) -> list[SweepCloud]:
-        """Decode one message's packets; the sweeps they complete (often none).
+        """Decode one serialized message's packets; the sweeps they complete (often none).
 
         Raises:
             VelodyneCdrError: the bytes are not a ``VelodyneScan``.
         """
-        scan = scan_from_cdr(cdr)
+        return self.feed_scan(scan_from_cdr(cdr))
+
+    def feed_scan(self, scan: VelodyneScanMessage) -> list[SweepCloud]:
+        """:meth:`feed` for a scan already parsed."""
         frame_id = scan.frame_id or self.settings.frame_id
         return [
             SweepCloud(sweep_cloud(sweep.points), sweep.stamp_ns, frame_id)
