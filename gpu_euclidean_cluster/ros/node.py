@@ -105,7 +105,8 @@ class EuclideanClusterNode(Node):
         # rclpy keeps the values given for names never declared, and ignores them.
         for warning in unknown_parameter_warnings(self._parameter_overrides):
             self.get_logger().warning(warning)
-        self._settings = settings_from_values(self._parameter_values())
+        values = self._parameter_values()  # read-only ones included: they do not change later
+        self._settings = settings_from_values(values)
         # The worker publishes each frame before it processes the next, so the labelled payload
         # may stay in the GPU codec's pinned buffer (no copy of ~3 MB per frame).
         self._pipeline = FramePipeline(
@@ -113,8 +114,8 @@ class EuclideanClusterNode(Node):
             self.get_parameter("device_id").value,
             copy_output=False,
         )
+        self._sweeps = packet_sweeps(values, self._pipeline.backend)  # bad settings: before warm-up
         self._pipeline.warm_up(self._settings.cluster, self._settings.window)
-        self._sweeps = packet_sweeps(self._parameter_values(), self._pipeline.backend)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = FrameStats()
         self._reported: StatsSnapshot | None = None
@@ -124,7 +125,6 @@ class EuclideanClusterNode(Node):
             target=self._work, name=f"{self.get_name()}_worker", daemon=True
         )
         self._worker.start()
-        values = self._parameter_values()
         changed = [
             f"{s.name} {values[s.name]!r}" for s in PARAMETERS if values[s.name] != s.default
         ]
