@@ -180,6 +180,15 @@ def settled(diagnostics: Diagnostics) -> tuple[int, int]:
     raise TimeoutError("the node's counters kept changing")
 
 
+def wait_for_warning(node, log_start: int, pattern: re.Pattern[str]) -> str:
+    """The node's log since ``log_start`` once ``pattern`` is in it, or after 15 s: a gap warning
+    comes at the end of the node's 10 s window, which can close after the counters settle."""
+    deadline = time.monotonic() + 15.0
+    while not pattern.search(node.output()[log_start:]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return node.output()[log_start:]
+
+
 @pytest.mark.parametrize(
     "fix",
     [
@@ -204,7 +213,7 @@ def test_without_the_fix_frames_are_lost_and_the_node_names_the_fix(
     # lingering, the matched publisher stays silent long enough for the silence warning
     publish(domain, frame_path, "--linger-s", "5")
     received, _ = settled(diagnostics)
-    log = node.output()[log_start:]
+    log = wait_for_warning(node, log_start, re.compile(f"{GAPS.pattern}|{SILENCE.pattern}"))
     assert received - before[0] < COUNT, f"nothing was lost without the fix:\n{log}"
     warnings = [line for line in log.splitlines() if GAPS.search(line) or SILENCE.search(line)]
     assert warnings, f"the node did not warn:\n{log}"
@@ -226,11 +235,7 @@ def test_sequence_gaps_are_counted_warned_and_reported(domain, frame_path, node,
     received, lost = settled(diagnostics)
     assert received - before[0] >= COUNT // 2  # the small ones fit the default segment
     assert lost - before[1] > 0
-    # the warning comes at the end of the node's 10 s window
-    deadline = time.monotonic() + 15.0
-    while not GAPS.search(node.output()[log_start:]) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    log = node.output()[log_start:]
+    log = wait_for_warning(node, log_start, GAPS)
     assert GAPS.search(log) and TRANSPORT_FIX in log, log
     assert any(
         level == DiagnosticStatus.WARN[0] and "lost before reaching the node" in message
