@@ -230,7 +230,12 @@ class EuclideanClusterNode(Node):
 
     def _work(self) -> None:
         while (frame := self._slot.take()) is not None:  # None: the slot was closed
-            self._process(frame)
+            try:
+                self._process(frame)
+            except Exception:
+                if self.context.ok():
+                    raise
+                return  # shut down (Ctrl-C) under the frame in flight: nothing to publish to
 
     def _process(self, frame: _Frame) -> None:
         started = time.perf_counter()
