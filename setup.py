@@ -60,7 +60,7 @@ setup(
         # ros2 run / launch_ros find executables in <prefix>/lib/<package>/ (see libexec/)
         (f"lib/{PACKAGE}", [f"libexec/{name}" for name in ROS_EXECUTABLES]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py") + glob("launch/*.launch.xml")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
         # nebula's calibration and sensor parameter files (Apache-2.0, LICENSE and NOTICE beside)
         (f"share/{PACKAGE}/config/velodyne", glob("config/velodyne/*")),

@@ -10,6 +10,8 @@ benchmarks are no part of the installed package. Sub-commands (each writes into 
   5 / 20 / 100 m, 2 M points, mean degree 1 000 and 10 000): time, peak GPU memory, correctness.
 - ``node``: end-to-end latency and the highest sustained rate of the ROS node.
 - ``reliability``: the node as its own process under floods, a soak and malformed messages.
+- ``autoware``: exact clustering against Autoware's voxel-grid variant, on frames and simulated
+  scenes, with Autoware's own library as a peer when ``--peer`` names it.
 - ``plot`` / ``targets``: redraw the figures / re-check the targets from the files in DIR.
 
 Expected failures (a bad option, a missing runtime, a driver that failed) print one line,
@@ -141,6 +143,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     targets = sub.add_parser("targets", help="check the targets against the files in --output")
     _add_output_option(targets)
     targets.set_defaults(run=run_targets)
+
+    from .autoware_compare import add_parser as add_autoware
+
+    add_autoware(sub)
 
 
 def _add_output_option(parser: argparse.ArgumentParser) -> None:
@@ -344,6 +350,13 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="CI mode: CPU backend, small frame, short run"
     )
+    parser.add_argument(
+        "--objects",
+        action="store_true",
+        help="subscribe to output/objects_with_feature (Autoware's DetectedObjectsWithFeature, "
+        "needs tier4_perception_msgs) instead of the labelled cloud: the node builds and "
+        "publishes the objects, and the end-to-end time ends at their arrival",
+    )
 
 
 def run_synthetic(args: argparse.Namespace) -> int:
@@ -459,6 +472,7 @@ def node_options(args: argparse.Namespace) -> NodeBenchOptions:
         backend=args.backend,
         reliability=args.reliability,
         frame=args.frame,
+        objects=args.objects,
     )
 
 

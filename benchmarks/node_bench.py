@@ -10,10 +10,11 @@ Rates go up until a step drops frames. Per step:
 
 - the node's own receive -> publish latency p50 / p99 (its ``stats()``, as in /diagnostics; the
   warm-up frames are in its window);
-- the driver's publish -> ``output/labeled_points`` arrival latency p50 / p99 of the timed
-  frames (both DDS hops included, warm-up excluded);
+- the driver's publish -> ``output/labeled_points`` (with ``--objects``:
+  ``output/objects_with_feature``, the only output subscribed then) arrival latency p50 / p99 of
+  the timed frames (both DDS hops included, warm-up excluded);
 - the node's stage breakdown p50 / p99 (decode and output build, clustering, publishing the
-  clouds, markers), as in /diagnostics.
+  subscribed outputs, markers), as in /diagnostics.
 
 Then the same rate steps with the node as **its own process** (the ``euclidean_cluster_node``
 script, started as a user would, default transport selection), the driver in another, both in a
@@ -95,6 +96,9 @@ class NodeBenchOptions:
     reliability: str = DEFAULT_RELIABILITY
     frame: Path | None = None
     quick: bool = False
+    #: the driver subscribes to ``output/objects_with_feature`` instead of the labelled cloud,
+    #: so the node builds and publishes Autoware's objects (and the clouds have no subscriber)
+    objects: bool = False
 
     def __post_init__(self) -> None:
         if not self.rates_hz or min(self.rates_hz) <= 0:
@@ -338,6 +342,7 @@ def _rate_steps(
             warmup=WARMUP_FRAMES,
             reliability=options.reliability,
             domain_id=_private_domain(index) if prefix == "bench_node_process" else None,
+            objects=options.objects,
         )
         step = measure(request)
         step.frame, step.backend, step.points = frame, backend, len(xyz)

@@ -40,15 +40,21 @@ class DriveRequest:
     reliability: str = "best_effort"
     #: ROS domain of the driver (None: ROS_DOMAIN_ID / 0), to reach a node in another process.
     domain_id: int | None = None
+    #: end the frame at :data:`OBJECTS_TOPIC` instead of :data:`OUTPUT_TOPIC` (so the node builds
+    #: and publishes Autoware's objects; needs tier4_perception_msgs)
+    objects: bool = False
 
 
 #: The output whose arrival ends a frame's end-to-end time: the labelled cloud (~3 MB).
 OUTPUT_TOPIC = "output/labeled_points"
+#: ... or, with ``DriveRequest.objects``, Autoware's DetectedObjectsWithFeature (~3.5 MB).
+OBJECTS_TOPIC = "output/objects_with_feature"
 
 
 @dataclass
 class DriveReport:
-    """What the driver saw. ``e2e_ms``: publish -> :data:`OUTPUT_TOPIC` of the timed frames."""
+    """What the driver saw. ``e2e_ms``: publish -> :data:`OUTPUT_TOPIC` (or
+    :data:`OBJECTS_TOPIC`) of the timed frames."""
 
     sent: int = 0
     sent_rate_hz: float = 0.0
@@ -95,7 +101,16 @@ class _Driver:
             reliability=reliability_policy(request.reliability),
         )
         self.pub = self.node.create_publisher(PointCloud2, "input/points", qos)
-        self.sub = self.node.create_subscription(PointCloud2, OUTPUT_TOPIC, self._on_output, 100)
+        if request.objects:
+            from tier4_perception_msgs.msg import DetectedObjectsWithFeature
+
+            self.sub = self.node.create_subscription(
+                DetectedObjectsWithFeature, OBJECTS_TOPIC, self._on_output, 100
+            )
+        else:
+            self.sub = self.node.create_subscription(
+                PointCloud2, OUTPUT_TOPIC, self._on_output, 100
+            )
         self.msg = cloud_to_message(from_xyz(request.xyz), Header(frame_id="lidar"))
         self.sent_at: dict[int, float] = {}
         self.arrived_at: dict[int, float] = {}

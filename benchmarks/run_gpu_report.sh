@@ -6,6 +6,7 @@
 #   bash benchmarks/run_gpu_report.sh tests OUTDIR       # every GPU test (pytest -m gpu)
 #   bash benchmarks/run_gpu_report.sh frames_stress OUTDIR   # frames + ArborX, then stress
 #   bash benchmarks/run_gpu_report.sh node OUTDIR        # node pipeline profile, node bench
+#   bash benchmarks/run_gpu_report.sh autoware OUTDIR    # exact vs voxel_grid; node with objects
 #   bash benchmarks/run_gpu_report.sh reliability OUTDIR # reliability on the CUDA node
 #   bash benchmarks/run_gpu_report.sh synthetic OUTDIR [EXPERIMENTS] [--resume]
 #   bash benchmarks/run_gpu_report.sh stress OUTDIR [--resume]     # the stress set
@@ -20,7 +21,7 @@
 # results file is rewritten after each case; a step cut short gets its figures and targets
 # redrawn from what it wrote).
 set -uo pipefail
-phase=${1:?phase: tests, frames_stress, node, reliability, synthetic, stress or bench}
+phase=${1:?phase: tests, frames_stress, node, autoware, reliability, synthetic, stress or bench}
 out=${2:?output folder}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -117,6 +118,17 @@ frames_stress)
 node)
     environment
     node_phase
+    ;;
+autoware)
+    # Exact clustering against Autoware's voxel-grid algorithm (both ours, same run), then the
+    # node with output/objects_with_feature subscribed (needs tier4_perception_msgs importable).
+    environment
+    timeout 150 "${cli[@]}" autoware --backend cuda --output "$out/autoware" \
+        > "$out/autoware.log" 2>&1
+    echo "autoware benchmark exit $?" >> "$out/autoware.log"
+    timeout 200 "${cli[@]}" node --objects --output "$out/node_objects" --rates 10,20 \
+        --duration-s 5 > "$out/node_objects.log" 2>&1
+    echo "node benchmark (objects) exit $?" >> "$out/node_objects.log"
     ;;
 reliability)
     environment

@@ -51,10 +51,18 @@ class Backend(Protocol):
         The backend times its steps with ``clock("build")`` and ``clock("label")``.
         """
 
+    def label_voxel_grid(self, points: Any, config: ClusterConfig, clock: StageClock) -> Labelling:
+        """Autoware's ``voxel_grid`` algorithm on finite ``points`` (see ``ClusterConfig``):
+        one piece id per point, -1 for a point in no cluster (its voxel dropped, or thinned
+        away); ``method`` is the method that clustered the voxel centroids. The twins
+        (``cpu/autoware_voxel.py``, ``cuda/autoware_voxel.py``) give identical ids up to
+        renumbering, so identical labels after :meth:`number_clusters`."""
+
     def number_clusters(
         self, components: Any, min_size: int, max_size: int
     ) -> tuple[Any, np.ndarray, int]:
-        """:func:`~.core.numbering.canonical_labels` on this backend's device."""
+        """:func:`~.core.numbering.canonical_labels` on this backend's device (component id -1:
+        the point stays -1 and counts towards nothing)."""
 
     def describe(self) -> DeviceInfo:
         """The device: name, memory, driver and runtime versions."""
@@ -173,11 +181,20 @@ class EuclideanClusterer:
                 valid &= device_mask
             valid_index = xp.flatnonzero(valid)
             compact = device_points[valid_index]
-            if config.max_work_s is not None and needs_estimate(config.method, config.search):
+            # voxel_grid searches the voxel centroids (at most one per voxel and z layer), not
+            # the points: its search is not estimated.
+            if (
+                config.algorithm == "exact"
+                and config.max_work_s is not None
+                and needs_estimate(config.method, config.search)
+            ):
                 estimate = estimate_work(self.backend, compact, config)
                 if estimate.seconds > config.max_work_s:
                     raise WorkTooLargeError(estimate, config.max_work_s)
-        labelling = self.backend.label(compact, config, clock)
+        if config.algorithm == "voxel_grid":
+            labelling = self.backend.label_voxel_grid(compact, config, clock)
+        else:
+            labelling = self.backend.label(compact, config, clock)
         with clock("filter"):
             valid_labels, sizes, num_components = self.backend.number_clusters(
                 labelling.components, config.min_cluster_size, config.max_cluster_size

@@ -598,7 +598,16 @@ def test_arborx_failure_is_an_error_row_not_a_crash(tmp_path: Path) -> None:
 
 # --- the benchmarks as a checkout-only package -------------------------------------------------
 
-SUBCOMMANDS = ("synthetic", "frames", "stress", "node", "reliability", "plot", "targets")
+SUBCOMMANDS = (
+    "synthetic",
+    "frames",
+    "stress",
+    "node",
+    "reliability",
+    "autoware",
+    "plot",
+    "targets",
+)
 
 
 def test_python_m_benchmarks_runs_from_the_repository_root() -> None:

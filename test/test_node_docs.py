@@ -37,7 +37,8 @@ def test_readme_table_is_generated_from_the_specs():
         "README parameter table is stale: paste "
         "gpu_euclidean_cluster.ros.parameters.parameters_markdown() into the node section"
     )
-    documented = set(re.findall(r"^\| `(\w+)` \|", section, re.M))
+    table = section[section.index(parameters_markdown()) :].split("\n\n")[0]
+    documented = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
     assert documented == set(DEFAULTS)
 
 

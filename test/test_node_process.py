@@ -154,9 +154,14 @@ def test_help_lists_the_parameters_and_exits():
     assert "Traceback" not in done.stderr
 
 
-def test_unknown_parameters_are_named_and_library_notices_reach_the_ros_log(domain_id, tmp_path):
+def test_autoware_names_apply_unknown_ones_are_named_and_library_notices_reach_the_log(
+    domain_id, tmp_path
+):
     params = tmp_path / "autoware_style.param.yaml"
-    params.write_text("/**:\n  ros__parameters:\n    tolerance: 0.7\n    min_clustr_size: 5\n")
+    params.write_text(
+        "/**:\n  ros__parameters:\n    tolerance: 0.7\n    min_clustr_size: 5\n"
+        "    input_frame: base_link\n"
+    )
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
     process = subprocess.Popen(
         _command("--params-file", str(params), "-p", "backend:=auto"),
@@ -176,10 +181,8 @@ def test_unknown_parameters_are_named_and_library_notices_reach_the_ros_log(doma
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=TIMEOUT_S)
     output = "".join(lines) + rest
-    assert (
-        "[WARN]" in output
-        and "unknown parameter 'tolerance' ignored; it is called d_th here" in output
-    )
+    assert "with the defaults but d_th 0.7" in output, output  # Autoware's name of d_th
+    assert "[WARN]" in output and "Autoware parameter 'input_frame' ignored: no transform" in output
     assert "unknown parameter 'min_clustr_size' ignored; did you mean min_cluster_size?" in output
     if not cuda_available():  # the library's notice, through the ROS logger
         assert any(

@@ -73,6 +73,15 @@ def _cases() -> dict[str, np.ndarray]:
     cases["many_distinct_sizes"] = _sized(list(range(1, 300)) * 2, rng)
     cases["scan_order"] = np.repeat(np.arange(0, 40_000, 40), 40).astype(np.int32)
     cases["mixed_large"] = rng.integers(0, 60_000, 300_000).astype(np.int32)
+    # Id -1: in no component (the voxel_grid algorithm's dropped and thinned points).
+    minus = rng.integers(0, 3000, 9000).astype(np.int32)
+    minus[rng.random(9000) < 0.3] = -1
+    cases["minus_one"] = minus
+    cases["minus_one_first"] = np.array([-1, 3, 3, -1, 0, 3], dtype=np.int32)
+    cases["all_minus_one"] = np.full(700, -1, dtype=np.int32)
+    large = rng.permutation(120_000).astype(np.int32)
+    large[rng.random(120_000) < 0.5] = -1
+    cases["minus_one_large"] = large  # K > one block's sort
     return cases
 
 

@@ -16,6 +16,7 @@ from .units import INT32_MAX
 Method = Literal["auto", "union_find", "vertex", "edge", "matrix"]
 Search = Literal["exhaustive", "range"]
 BackendName = Literal["auto", "cuda", "cpu"]
+Algorithm = Literal["exact", "voxel_grid"]
 
 #: Every method a front end accepts: ``auto`` picks the fastest exact one for the cloud.
 METHODS: tuple[str, ...] = get_args(Method)
@@ -25,6 +26,9 @@ LABELLING_METHODS: tuple[str, ...] = METHODS[1:]
 PAPER_METHODS: tuple[str, ...] = ("vertex", "edge", "matrix")
 SEARCHES: tuple[str, ...] = get_args(Search)
 BACKENDS: tuple[str, ...] = get_args(BackendName)
+#: What is clustered: ``exact`` Euclidean cluster extraction on the points, or ``voxel_grid``,
+#: Autoware's ``voxel_grid_based_euclidean_cluster`` (clusters of voxel centroids in x-y).
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
 #: Where to cluster unless told otherwise: CUDA when CuPy sees a device, else the CPU.
 DEFAULT_BACKEND: BackendName = "auto"
 
@@ -49,6 +53,24 @@ class ClusterConfig:
     """What to cluster with.
 
     Attributes:
+        algorithm: ``exact`` (the default): Euclidean cluster extraction on the points, as
+            described below. ``voxel_grid``: Autoware's ``voxel_grid_based_euclidean_cluster``
+            (Autoware Universe's ``autoware_euclidean_cluster``, 2026 semantics): the points
+            are binned into a PCL voxel grid of ``voxel_leaf_size`` in x-y (two layers split
+            at z = 0), voxels with fewer than
+            ``min_points_per_voxel`` points are dropped, the voxel centroids flattened to z = 0
+            are clustered exactly with ``d_th`` (Autoware's ``tolerance``: strict, float32,
+            x-y only; ``method`` and ``search`` choose how, any method gives the same
+            partition), components of more than ``max_voxels_per_cluster`` voxels are bisected
+            along their principal axis, the points follow their voxel, pieces of more than
+            ``large_cluster_voxel_count_threshold`` voxels keep at most
+            ``large_cluster_max_points_per_voxel`` points per voxel (a deterministic spread
+            choice; Autoware shuffles), and ``min_cluster_size`` and ``max_cluster_size`` count
+            the points left after that thinning (``min_cluster_size`` is Autoware's
+            ``min_points_per_cluster``; Autoware's voxel node ignores a maximum, which the
+            default ``UNLIMITED_CLUSTER_SIZE`` matches). The algorithm is always 2-D on the
+            centroids but reads the points' true z for its two layers: do not flatten z
+            before it. Points in a dropped voxel or thinned away are labelled -1.
         d_th: distance threshold in metres (PCL's ``cluster_tolerance``). Two points are neighbours
             when their squared distance, computed in float32, is below ``d_th**2``.
         method: labelling method: ``union_find`` (the neighbour search fused with a lock-free
@@ -72,6 +94,18 @@ class ClusterConfig:
             naming ``auto``. None: no limit. ``auto`` and ``union_find`` with range search cost
             O(N) and are never refused.
 
+        voxel_leaf_size: ``voxel_grid`` only: the voxel edge in x and y, metres (Autoware's
+            ``voxel_leaf_size``).
+        min_points_per_voxel: ``voxel_grid`` only: voxels with fewer points are dropped, their
+            points labelled -1.
+        max_voxels_per_cluster: ``voxel_grid`` only: components of more voxels are split by
+            principal-axis bisection until each piece has at most this many (Autoware treats
+            values below 1 as 1; here they are rejected).
+        large_cluster_voxel_count_threshold: ``voxel_grid`` only: pieces of more voxels than
+            this (strictly) are thinned.
+        large_cluster_max_points_per_voxel: ``voxel_grid`` only: points a voxel of a thinned
+            piece keeps at most.
+
     The defaults (``auto``, range search) run the fastest exact configuration measured on real
     LiDAR frames and dense clouds (see benchmarks/README.md).
     """
@@ -85,6 +119,12 @@ class ClusterConfig:
     pointer_jumping: bool = True
     memory_budget: int | None = None
     max_work_s: float | None = DEFAULT_MAX_WORK_S
+    algorithm: Algorithm = "exact"
+    voxel_leaf_size: float = 0.3
+    min_points_per_voxel: int = 1
+    max_voxels_per_cluster: int = 800
+    large_cluster_voxel_count_threshold: int = 65
+    large_cluster_max_points_per_voxel: int = 10
 
     def __post_init__(self) -> None:
         for problem in config_problems(self):
@@ -140,6 +180,30 @@ def config_problems(config: ClusterConfig) -> list[str]:
         problems.append(f"max_work_s must be a finite number of seconds > 0 or None, got {work!r}")
     if not isinstance(config.pointer_jumping, bool):
         problems.append(f"pointer_jumping must be true or false, got {config.pointer_jumping!r}")
+    problems.extend(_voxel_grid_problems(config))
+    return problems
+
+
+def _voxel_grid_problems(config: ClusterConfig) -> list[str]:
+    problems = []
+    if config.algorithm not in ALGORITHMS:
+        problems.append(
+            f"unknown algorithm {config.algorithm!r}; expected one of {', '.join(ALGORITHMS)}"
+        )
+    leaf = config.voxel_leaf_size
+    if isinstance(leaf, bool) or not isinstance(leaf, (int, float)) or not math.isfinite(leaf):
+        problems.append(f"voxel_leaf_size must be a finite number of metres, got {leaf!r}")
+    elif leaf <= 0:
+        problems.append(f"voxel_leaf_size must be > 0 m, got {leaf}")
+    for name in (
+        "min_points_per_voxel",
+        "max_voxels_per_cluster",
+        "large_cluster_voxel_count_threshold",
+        "large_cluster_max_points_per_voxel",
+    ):
+        value = getattr(config, name)
+        if not _is_int(value) or value < 1:
+            problems.append(f"{name} must be an integer >= 1, got {value!r}")
     return problems
 
 

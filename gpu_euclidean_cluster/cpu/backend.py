@@ -18,12 +18,13 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..core.config import ClusterConfig, resolve_method
+from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
 from ..core.numbering import canonical_labels
 from ..core.result import Labelling
 from ..core.timing import StageClock
 from ..pointcloud_io.velodyne.packets import decode_packets
+from .autoware_voxel import voxel_grid_components
 from .frame import CpuFrameCodec
 from .graph import adjacency_list, neighbour_edges
 from .union_find import grid_fits, union_find_components
@@ -74,6 +75,31 @@ class CpuBackend:
     ) -> tuple[np.ndarray, np.ndarray, int]:
         return canonical_labels(components, min_size, max_size)
 
+    def label_voxel_grid(
+        self, points: np.ndarray, config: ClusterConfig, clock: StageClock
+    ) -> Labelling:
+        """Autoware's ``voxel_grid`` algorithm (``autoware_voxel.py``): one piece id per point,
+        -1 for points in no cluster; ``method`` is the one that clustered the centroids."""
+        centroids = centroid_config(config)
+        ran: list[Labelling] = []
+
+        def label_centroids(flat: np.ndarray) -> np.ndarray:
+            ran.append(self.label(flat, centroids, clock))
+            return ran[-1].components
+
+        components = voxel_grid_components(
+            points,
+            config.voxel_leaf_size,
+            config.min_points_per_voxel,
+            config.max_voxels_per_cluster,
+            config.large_cluster_voxel_count_threshold,
+            config.large_cluster_max_points_per_voxel,
+            label_centroids,
+            clock,
+        )
+        method = ran[0].method if ran else resolve_method(config.method)
+        return Labelling(components=components, method=method)
+
     def label(self, points: np.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
         method = config.method
         if method == "auto":
@@ -100,6 +126,14 @@ class CpuBackend:
             method=method,
             num_edges=len(edges),
         )
+
+
+def centroid_config(config: ClusterConfig) -> ClusterConfig:
+    """The configuration the ``voxel_grid`` algorithm clusters its voxel centroids with: exact,
+    ``d_th``, ``method`` and ``search`` as given, nothing filtered by size."""
+    return config.with_changes(
+        algorithm="exact", min_cluster_size=1, max_cluster_size=UNLIMITED_CLUSTER_SIZE
+    )
 
 
 def _cupy_version() -> str | None:

@@ -11,10 +11,11 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ..core.config import ClusterConfig, resolve_method
+from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
 from ..core.result import Labelling
 from ..core.timing import StageClock
+from .autoware_voxel import AUTOWARE_VOXEL, voxel_grid_components_gpu
 from .ccl import label_edges, label_vertices
 from .frame import CudaFrameCodec
 from .graph import NeighbourSearch, build_adjacency_list, build_edge_set, free_device_memory
@@ -100,7 +101,48 @@ class CudaBackend:
         self, components: cupy.ndarray, min_size: int, max_size: int
     ) -> tuple[cupy.ndarray, np.ndarray, int]:
         with self._device:
+            # The numbering kernels skip id -1 (no component) and label it -1.
             return canonical_labels_gpu(self.device_id, components, min_size, max_size)
+
+    def label_voxel_grid(
+        self, points: cupy.ndarray, config: ClusterConfig, clock: StageClock
+    ) -> Labelling:
+        """Autoware's ``voxel_grid`` algorithm (``autoware_voxel.py``, the CPU twin's rules):
+        one piece id per point, -1 for points in no cluster; ``method`` is the one that
+        clustered the centroids."""
+        centroids = config.with_changes(
+            algorithm="exact", min_cluster_size=1, max_cluster_size=UNLIMITED_CLUSTER_SIZE
+        )
+        method = resolve_method(config.method)
+        with self._device:
+            pool = cupy.get_default_memory_pool()
+            base = pool.used_bytes()
+            for source in (AUTOWARE_VOXEL, *_sources(method, config.matrix_block)):
+                compile_source(source, self.device_id)
+            ran: list[Labelling] = []
+
+            def label_centroids(flat: cupy.ndarray) -> cupy.ndarray:
+                ran.append(self.label(flat, centroids, clock))
+                return ran[-1].components
+
+            components = voxel_grid_components_gpu(
+                self.device_id,
+                points,
+                config.voxel_leaf_size,
+                config.min_points_per_voxel,
+                config.max_voxels_per_cluster,
+                config.large_cluster_voxel_count_threshold,
+                config.large_cluster_max_points_per_voxel,
+                label_centroids,
+                clock,
+            )
+            return Labelling(
+                components=components,
+                method=ran[0].method if ran else method,
+                iterations=ran[0].iterations if ran else 0,
+                num_edges=ran[0].num_edges if ran else None,
+                peak_bytes=pool.used_bytes() - base,
+            )
 
     def label(self, points: cupy.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
         n = int(points.shape[0])

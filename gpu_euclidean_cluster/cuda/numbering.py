@@ -64,7 +64,7 @@ def canonical_labels_gpu(
     device_id: int, ids: cupy.ndarray, min_size: int, max_size: int
 ) -> tuple[cupy.ndarray, np.ndarray, int]:
     """``(labels, sizes, num_components)`` for component ``ids`` in ``[0, N)`` on ``device_id``
-    (current during the call)."""
+    (current during the call); an id of -1 is in no component: labelled -1, counted nowhere."""
     n = int(ids.shape[0])
     if n == 0:
         return cupy.empty(0, dtype=cupy.int32), np.empty(0, dtype=np.int64), 0

@@ -17,7 +17,7 @@ import numpy as np
 #: Latencies kept for the percentiles (the most recent frames).
 LATENCY_WINDOW = 1000
 #: Stages of a processed frame: decode and output build (everything around the clustering),
-#: clustering (the library's total), publishing the two clouds, then markers and detections.
+#: clustering (the library's total), publishing the clouds and object messages, then markers.
 STAGES = ("decode_build", "cluster", "publish", "markers")
 #: Arrival times kept for the input rate.
 RATE_WINDOW = 50

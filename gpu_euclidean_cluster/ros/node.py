@@ -1,10 +1,13 @@
-"""``euclidean_cluster_node``: PointCloud2 in; labelled cloud, cluster array and markers out.
+"""``euclidean_cluster_node``: PointCloud2 in; labelled cloud, clusters, objects and markers out.
 
 Topics (relative, so namespaces and remapping apply):
 
 - subscribes ``input/points`` (sensor_msgs/PointCloud2, sensor-data QoS by default);
-- publishes ``output/labeled_points``, ``output/clusters``, ``output/markers``,
-  ``output/detections`` (only when vision_msgs is installed) and ``/diagnostics``.
+- publishes, each only while it has a subscriber (``ros/outputs.py``), ``output/labeled_points``,
+  ``output/clusters``, ``output/objects_with_feature`` (tier4_perception_msgs),
+  ``output/objects`` (autoware_perception_msgs), ``output/detections`` (vision_msgs): each of
+  these three only where its message package is installed; ``output/markers``; and
+  ``/diagnostics``.
 
 Processing model: the subscription callback only swaps the newest message into a one-slot buffer
 (an overwritten, never processed message counts as dropped) and a worker thread clusters and
@@ -34,23 +37,21 @@ from rclpy.qos import HistoryPolicy, QoSProfile
 from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
-from visualization_msgs.msg import MarkerArray
 
 from ..core.config import ConfigError
 from ..frame import FrameOutput, FramePipeline
 from ..frame.packets import SweepCloud
-from ..pointcloud_io.pointcloud2 import PointCloud2Error, from_cdr
-from . import detections
-from .descriptors import descriptor
+from ..pointcloud_io.pointcloud2 import PointCloud2Error, RawCloud, from_cdr
 from .diagnostics import diagnostics_message
 from .frame_stats import FrameStats, StatsSnapshot
 from .latest_slot import LatestSlot
 from .loss_monitor import LossMonitor, fix_hint
+from .node_parameters import alias_conflict, declare_node_parameters
+from .outputs import NodeOutputs
 from .packet_input import packet_sweeps, subscribe_packets
-from .parameters import PARAMETERS, SPECS, parameters_help, unknown_parameter_warnings
+from .parameters import PARAMETERS, SPECS, parameters_help
 from .qos import reliability_policy
 from .ros_logging import forward_package_logging, stop_forwarding
-from .serialized import MarkerEncoder, publishable_cloud
 from .settings import NodeSettings, settings_from_values
 from .transport import configure_transport, installed_profile
 
@@ -100,12 +101,8 @@ class EuclideanClusterNode(Node):
             raise
 
     def _set_up(self) -> None:
-        for spec in PARAMETERS:
-            self.declare_parameter(spec.name, spec.default, descriptor(spec))
-        # rclpy keeps the values given for names never declared, and ignores them.
-        for warning in unknown_parameter_warnings(self._parameter_overrides):
-            self.get_logger().warning(warning)
-        values = self._parameter_values()  # read-only ones included: they do not change later
+        # Our names and Autoware's; read-only values included: they do not change later.
+        values = declare_node_parameters(self)
         self._settings = settings_from_values(values)
         # The worker publishes each frame before it processes the next, so the labelled payload
         # may stay in the GPU codec's pinned buffer (no copy of ~3 MB per frame).
@@ -119,7 +116,6 @@ class EuclideanClusterNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = FrameStats()
         self._reported: StatsSnapshot | None = None
-        self._markers = MarkerEncoder()
         self._create_topics()
         self._worker = threading.Thread(
             target=self._work, name=f"{self.get_name()}_worker", daemon=True
@@ -160,18 +156,7 @@ class EuclideanClusterNode(Node):
             depth=self.get_parameter("qos_depth").value,
             reliability=reliability_policy(self.get_parameter("qos_reliability").value),
         )
-        self._labeled_pub = self.create_publisher(
-            PointCloud2, "output/labeled_points", OUTPUT_QOS_DEPTH
-        )
-        self._clusters_pub = self.create_publisher(PointCloud2, "output/clusters", OUTPUT_QOS_DEPTH)
-        self._markers_pub = self.create_publisher(MarkerArray, "output/markers", OUTPUT_QOS_DEPTH)
-        self._detections_pub = (
-            self.create_publisher(
-                detections.Detection3DArray, "output/detections", OUTPUT_QOS_DEPTH
-            )
-            if detections.AVAILABLE
-            else None
-        )
+        self._outputs = NodeOutputs(self, OUTPUT_QOS_DEPTH)  # logs which outputs it publishes
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 1)
         self._input = self.create_subscription(
             PointCloud2, "input/points", self._on_points, input_qos, raw=True
@@ -207,6 +192,8 @@ class EuclideanClusterNode(Node):
             settings = settings_from_values(after)
         except ConfigError as error:
             return SetParametersResult(successful=False, reason=str(error))
+        if conflict := alias_conflict(changes):
+            return SetParametersResult(successful=False, reason=conflict)
         changed = [f"{k} {before[k]!r} -> {after[k]!r}" for k in after if after[k] != before[k]]
         if changed:
             self.get_logger().info(f"from the next frame: {', '.join(changed)}")
@@ -268,31 +255,20 @@ class EuclideanClusterNode(Node):
                 output.fallback_reason, throttle_duration_sec=WARNING_THROTTLE_S
             )
         header = Header(stamp=stamp, frame_id=frame_id)  # outputs keep the input's header
-        self._publish(output, header, frame, (time.perf_counter() - started) * 1e3)
+        self._publish(output, header, cloud, frame, (time.perf_counter() - started) * 1e3)
 
     def _publish(
-        self, output: FrameOutput, header: Header, frame: _Frame, process_ms: float
+        self, output: FrameOutput, header: Header, cloud: RawCloud, frame: _Frame, process_ms: float
     ) -> None:
-        started = time.perf_counter()
-        # Clouds and markers go out as CDR bytes (ros/serialized.py): no Python message objects.
-        self._labeled_pub.publish(publishable_cloud(output.labeled, header))
-        self._clusters_pub.publish(publishable_cloud(output.clusters, header))
-        self._stats.published(time.monotonic() - frame.received)  # the latency ends here
-        published = time.perf_counter()
-        # Markers (~3 ms for 2000 clusters), after the clouds and only for a display that listens.
-        if self._markers_pub.get_subscription_count():
-            self._markers_pub.publish(self._markers.build(output.table, header))
-        else:
-            self._markers.forget()
-        if self._detections_pub is not None:
-            self._detections_pub.publish(detections.detections_message(output.table, header))
+        timings = self._outputs.publish(output, header, cloud)
+        self._stats.published(timings.published - frame.received)  # the latency ends there
         cluster_ms = output.result.timings_ms["total"]
         self._stats.stages(
             {
                 "decode_build": process_ms - cluster_ms,
                 "cluster": cluster_ms,
-                "publish": (published - started) * 1e3,
-                "markers": (time.perf_counter() - published) * 1e3,
+                "publish": timings.publish_ms,
+                "markers": timings.markers_ms,
             }
         )
 
@@ -332,8 +308,11 @@ class EuclideanClusterNode(Node):
 USAGE = f"""usage: {NODE_NAME} [-h] [--ros-args -p NAME:=VALUE ... --params-file FILE ...]
 
 Clusters sensor_msgs/PointCloud2 on input/points; publishes output/labeled_points,
-output/clusters, output/markers and /diagnostics. Parameters (set at start-up with --ros-args,
-live with `ros2 param set`):
+output/clusters, output/objects_with_feature (tier4_perception_msgs/DetectedObjectsWithFeature),
+output/objects (autoware_perception_msgs/DetectedObjects), output/detections
+(vision_msgs/Detection3DArray), output/markers (each while it has a subscriber; the object
+topics where their message package is installed) and /diagnostics. Parameters (set at start-up
+with --ros-args, live with `ros2 param set`):
 """
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import difflib
 import math
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..core import config
+from ..core.config import ConfigError
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
 from .settings import DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE, NODE_MAX_WORK_S
 
@@ -57,6 +58,14 @@ class ParameterSpec:
 
 PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
+        "algorithm",
+        config.DEFAULT_CONFIG.algorithm,
+        "exact: every point clustered exactly (PCL's result); voxel_grid: Autoware's "
+        "voxel_grid_based_euclidean_cluster (x-y voxel centroids clustered with d_th, large "
+        "clusters split and thinned; see the voxel_* parameters).",
+        choices=config.ALGORITHMS,
+    ),
+    ParameterSpec(
         "method",
         config.DEFAULT_CONFIG.method,
         "Labelling method: auto (fastest exact: union_find), union_find (fused, O(N) memory) or "
@@ -84,7 +93,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "min_cluster_size",
         config.DEFAULT_CONFIG.min_cluster_size,
-        "Clusters with fewer points are dropped (cluster_id -1).",
+        "Clusters with fewer points are dropped (cluster_id -1); voxel_grid counts the points "
+        "left after thinning.",
         bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
     ),
     ParameterSpec(
@@ -97,7 +107,40 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "use_height",
         True,
-        "Cluster in 3-D; false clusters on x, y only (z ignored, as Autoware offers).",
+        "Cluster in 3-D; false clusters on x, y only (z ignored, as Autoware offers). "
+        "voxel_grid is always 2-D and ignores it.",
+    ),
+    ParameterSpec(
+        "voxel_leaf_size",
+        config.DEFAULT_CONFIG.voxel_leaf_size,
+        "voxel_grid: voxel edge in x and y (m); z has two layers, split at z = 0.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "min_points_per_voxel",
+        config.DEFAULT_CONFIG.min_points_per_voxel,
+        "voxel_grid: voxels with fewer points are dropped (their points get cluster_id -1).",
+        bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+    ),
+    ParameterSpec(
+        "max_voxels_per_cluster",
+        config.DEFAULT_CONFIG.max_voxels_per_cluster,
+        "voxel_grid: clusters of more voxels are split along their principal axis until every "
+        "piece has at most this many (nothing is dropped).",
+        bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+    ),
+    ParameterSpec(
+        "large_cluster_voxel_count_threshold",
+        config.DEFAULT_CONFIG.large_cluster_voxel_count_threshold,
+        "voxel_grid: clusters of more voxels than this are thinned to "
+        "large_cluster_max_points_per_voxel points per voxel.",
+        bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+    ),
+    ParameterSpec(
+        "large_cluster_max_points_per_voxel",
+        config.DEFAULT_CONFIG.large_cluster_max_points_per_voxel,
+        "voxel_grid: points a voxel of a thinned cluster keeps (the others get cluster_id -1).",
+        bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
     ),
     ParameterSpec(
         "min_range",
@@ -244,13 +287,104 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
 
 SPECS: dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
 
-#: Other clustering nodes' names for our parameters (PCL's and Autoware's, old and new), named in
-#: the unknown-parameter warning.
-NAMES_ELSEWHERE: dict[str, str] = {
-    "tolerance": "d_th",
-    "tolerance_m": "d_th",
-    "cluster_tolerance": "d_th",
-    "min_points_per_cluster": "min_cluster_size",
+#: Autoware Universe's release that renamed its clustering parameters (2026).
+AUTOWARE_RENAME = "0.52"
+
+
+@dataclass(frozen=True)
+class ParameterAlias:
+    """Another clustering node's name for one of our parameters, accepted as that parameter.
+
+    Attributes:
+        name: the other node's parameter name.
+        target: our parameter it sets (declared under both names; they always hold one value).
+        origin: whose name it is.
+        difference: where the meaning differs from ours; empty when it is the same.
+    """
+
+    name: str
+    target: str
+    origin: str
+    difference: str = ""
+
+
+_NEW = f"Autoware {AUTOWARE_RENAME}+"
+#: The origin of Autoware's names before the rename.
+AUTOWARE_BEFORE_RENAME = f"Autoware before {AUTOWARE_RENAME}"
+_OLD = AUTOWARE_BEFORE_RENAME
+#: The parameters of the ``voxel_grid`` algorithm only.
+VOXEL_GRID_PARAMETERS = (
+    "voxel_leaf_size",
+    "min_points_per_voxel",
+    "max_voxels_per_cluster",
+    "large_cluster_voxel_count_threshold",
+    "large_cluster_max_points_per_voxel",
+)
+
+ALIASES: tuple[ParameterAlias, ...] = (
+    ParameterAlias("tolerance_m", "d_th", _NEW),
+    ParameterAlias("tolerance", "d_th", _OLD),
+    ParameterAlias("cluster_tolerance", "d_th", "PCL"),
+    ParameterAlias(
+        "min_points_per_cluster",
+        "min_cluster_size",
+        _NEW,
+        "voxel_grid counts the points left after thinning, as Autoware does",
+    ),
+    ParameterAlias("voxel_leaf_size_m", "voxel_leaf_size", _NEW),
+    ParameterAlias("min_points_number_per_voxel", "min_points_per_voxel", _OLD),
+    ParameterAlias(
+        "max_voxel_cluster_for_output",
+        "max_voxels_per_cluster",
+        _OLD,
+        f"before {AUTOWARE_RENAME} Autoware dropped larger clusters; here they are split, as in "
+        f"Autoware {AUTOWARE_RENAME}+",
+    ),
+    ParameterAlias(
+        "min_voxel_cluster_size_for_filtering", "large_cluster_voxel_count_threshold", _OLD
+    ),
+    ParameterAlias(
+        "max_points_per_voxel_in_large_cluster", "large_cluster_max_points_per_voxel", _OLD
+    ),
+)
+
+ALIAS_OF: dict[str, ParameterAlias] = {alias.name: alias for alias in ALIASES}
+
+#: Autoware's parameters that have our name already, and how their meaning compares.
+AUTOWARE_SAME_NAMES: dict[str, str] = {
+    "use_height": "same for the exact algorithm; voxel_grid is always 2-D, as in Autoware",
+    "min_cluster_size": f"same (points; {_OLD}'s name of min_points_per_cluster)",
+    "max_cluster_size": (
+        "points, as Autoware's euclidean_cluster; Autoware's voxel node before "
+        f"{AUTOWARE_RENAME} counted voxels and {AUTOWARE_RENAME}+ ignores it: voxel_grid here "
+        "counts the points left after thinning (the default, no limit, matches "
+        f"{AUTOWARE_RENAME}+)"
+    ),
+    "min_points_per_voxel": "same",
+    "max_voxels_per_cluster": "same (split, not dropped)",
+    "large_cluster_voxel_count_threshold": "same",
+    "large_cluster_max_points_per_voxel": (
+        "same count; which points a voxel keeps is a fixed spread choice, where Autoware "
+        "shuffles with a generator that carries over from frame to frame"
+    ),
+    "min_z": (
+        "Autoware's low-height crop box; applied by our Autoware launch file only with "
+        "use_low_height_cropbox:=true, in the input frame (the crop box transforms to "
+        "input_frame first)"
+    ),
+    "max_z": "as min_z",
+}
+
+#: Autoware's parameters with no counterpart here: named, with the reason, when given.
+AUTOWARE_NOT_APPLIED: dict[str, str] = {
+    "input_frame": "no transform here: the windows apply in the input cloud's frame",
+    "min_x": "Autoware's crop box in x and y is not applied (min_range/max_range bound the "
+    "horizontal distance)",
+    "max_x": "as min_x",
+    "min_y": "as min_x",
+    "max_y": "as min_x",
+    "negative": "as min_x",
+    "max_cluster_diagonal_size": "no size filter on a cluster's diagonal",
 }
 
 #: Parameters every rclpy node has; overrides of them are rclpy's, not unknown.
@@ -265,15 +399,42 @@ def unknown_parameter_warnings(names: Iterable[str]) -> list[str]:
     """
     warnings = []
     for name in sorted(set(names)):
-        if name in SPECS or name in ROS_PARAMETERS or name.startswith("qos_overrides."):
+        known = name in SPECS or name in ALIAS_OF or name in ROS_PARAMETERS
+        if known or name.startswith("qos_overrides."):
             continue
-        if name in NAMES_ELSEWHERE:
-            hint = f"; it is called {NAMES_ELSEWHERE[name]} here"
-        else:
-            close = difflib.get_close_matches(name, SPECS, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]}?" if close else ""
+        if name in AUTOWARE_NOT_APPLIED:
+            warnings.append(f"Autoware parameter {name!r} ignored: {AUTOWARE_NOT_APPLIED[name]}")
+            continue
+        close = difflib.get_close_matches(name, [*SPECS, *ALIAS_OF], n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
         warnings.append(f"unknown parameter {name!r} ignored{hint}")
     return warnings
+
+
+def resolve_aliases(given: Mapping[str, object]) -> dict[str, object]:
+    """The values of our parameters that ``given`` (names as set by a user: ours or aliases)
+    sets, with every alias translated to its target.
+
+    Raises:
+        ConfigError: two names of one parameter are given different values.
+    """
+    resolved: dict[str, object] = {}
+    named: dict[str, str] = {}
+    for name, value in given.items():
+        target = ALIAS_OF[name].target if name in ALIAS_OF else name
+        if target in resolved and resolved[target] != value:
+            raise ConfigError(
+                f"{named[target]} {resolved[target]!r} and {name} {value!r} set the same "
+                f"parameter ({target}): give one of them"
+            )
+        resolved[target] = value
+        named.setdefault(target, name)
+    return resolved
+
+
+def names_of(target: str) -> tuple[str, ...]:
+    """Our parameter ``target`` and its aliases: the names that always hold its value."""
+    return (target, *(alias.name for alias in ALIASES if alias.target == target))
 
 
 def parameters_help() -> str:
@@ -305,6 +466,23 @@ def parameters_markdown() -> str:
             f"| `{spec.name}` | {spec.type_name} | `{default}` | {spec.constraints or 'any'} "
             f"| {live} | {spec.description} |"
         )
+    return "\n".join(lines)
+
+
+def autoware_parameters_markdown() -> str:
+    """The README's table of Autoware's parameter names, generated from :data:`ALIASES`,
+    :data:`AUTOWARE_SAME_NAMES` and :data:`AUTOWARE_NOT_APPLIED`."""
+    lines = ["| Autoware's name | Ours | Difference |", "|---|---|---|"]
+    for alias in ALIASES:
+        if alias.origin != "PCL":
+            lines.append(
+                f"| `{alias.name}` ({alias.origin}) | `{alias.target}` "
+                f"| {alias.difference or 'same'} |"
+            )
+    for name, difference in AUTOWARE_SAME_NAMES.items():
+        lines.append(f"| `{name}` | `{name}` | {difference} |")
+    for name, reason in AUTOWARE_NOT_APPLIED.items():
+        lines.append(f"| `{name}` | — | not applied (a warning names it): {reason} |")
     return "\n".join(lines)
 
 

@@ -99,7 +99,7 @@ class UnsupportedLayoutError(ValueError):
     """A message type has a member the column-wise encoder cannot write."""
 
 
-class _CdrWriter:
+class CdrWriter:
     """Little-endian CDR of a few scalars and strings, aligned relative to the data start."""
 
     def __init__(self) -> None:
@@ -141,7 +141,7 @@ def point_cloud_cdr(cloud: RawCloud, header: HeaderLike) -> bytes:
     against the installed message definition: publish through :func:`publishable_cloud`.
     """
     payload = memoryview(cloud.data).cast("B")
-    writer = _CdrWriter()
+    writer = CdrWriter()
     writer.header(header)
     writer.pack("I", cloud.height, cloud.width, len(cloud.fields))
     for field in cloud.fields:
@@ -204,8 +204,10 @@ class RowCodec:
     The member layout comes from the installed message class (``SLOT_TYPES`` and
     ``get_fields_and_field_types``, nested messages included): numbers, fixed-size arrays of
     numbers and strings can be set per message through dotted paths such as
-    ``"pose.position.x"``; sequences must stay empty; every member not set keeps the value of a
-    default-constructed message.
+    ``"pose.position.x"``; every member not set keeps the value of a default-constructed message.
+    Sequences stay empty, but for those named in ``sequences``, which hold the same number of
+    elements in every message (members ``"classification[0].probability"``, ...), and the one
+    ``blob``, a sequence of bytes whose length varies per message (see :meth:`encode_pieces`).
 
     Strings have per-message lengths, so each message has its own start and alignment padding.
     The members between two strings form a run whose offsets and size depend only on where it
@@ -214,22 +216,40 @@ class RowCodec:
     zeroed buffer at its per-message positions, with one NumPy scatter for all messages.
     """
 
-    def __init__(self, message_class: type) -> None:
-        """Raises:
-        UnsupportedLayoutError: a member is a wide string, a non-empty default sequence, or an
-            array of anything but numbers; or the message has strings and starts with a member
-            of fewer than 4 bytes (see :func:`_scatter_string`).
+    def __init__(
+        self,
+        message_class: type,
+        sequences: Mapping[str, int] | None = None,
+        blob: str | None = None,
+    ) -> None:
+        """Args:
+            message_class: the generated Python class of the message.
+            sequences: dotted path of a sequence member -> its element count in every message.
+            blob: dotted path of a ``sequence<uint8>`` (or ``octet``) member whose bytes are
+                given per message to :meth:`encode_pieces`.
+
+        Raises:
+            UnsupportedLayoutError: a member is a wide string, a non-empty default sequence not in
+                ``sequences``, or an array of anything but numbers; a path of ``sequences`` or
+                ``blob`` is not such a member; or the message has strings and starts with a
+                member of fewer than 4 bytes (see :func:`_scatter_string`).
         """
-        self._leaves = _leaves(message_class, "", message_class())
-        strings = any(leaf.kind == "string" for leaf in self._leaves)
+        sequences = dict(sequences or {})
+        self._leaves = _leaves(message_class, "", message_class(), sequences, blob)
+        expanded = {leaf.path for leaf in self._leaves if leaf.kind in ("sequence", "blob")}
+        missing = (set(sequences) | ({blob} if blob else set())) - expanded
+        if missing:
+            raise UnsupportedLayoutError(f"{message_class.__name__}: no sequence {sorted(missing)}")
+        strings = any(leaf.kind in ("string", "blob") for leaf in self._leaves)
         if strings and self._leaves[0].dtype.itemsize < 4:
             raise UnsupportedLayoutError(f"{message_class.__name__} starts unaligned")
         self._settable = {leaf.path for leaf in self._leaves if leaf.kind != "sequence"}
+        self._blob = blob
         self._first_align = self._leaves[0].dtype.itemsize
         self._max_align = max(leaf.dtype.itemsize for leaf in self._leaves)
         self._steps: list[_Run | _Leaf] = []
         for leaf in self._leaves:
-            if leaf.kind == "string":
+            if leaf.kind in ("string", "blob"):
                 self._steps.append(leaf)
             elif self._steps and isinstance(self._steps[-1], _Run):
                 self._steps[-1] = _Run.of((*self._steps[-1].leaves, leaf), self._max_align)
@@ -247,18 +267,65 @@ class RowCodec:
 
         Returns:
             A uint8 array; the message after the last one starts at ``start + len(result)``.
+
+        Raises:
+            ValueError: a member in ``columns`` cannot be set, or the codec has a blob (use
+                :meth:`encode_pieces`).
         """
+        if self._blob is not None:
+            raise ValueError(f"the codec has the blob {self._blob}: use encode_pieces")
+        return self._encode(rows, columns, start)[0]
+
+    def encode_pieces(
+        self, rows: int, columns: Mapping[str, Any], start: int, blob: np.ndarray
+    ) -> list[memoryview]:
+        """Like :meth:`encode`, for a codec with a blob: ``columns[blob path]`` holds each
+        message's blob size (one for all or a (rows,) array) and ``blob`` all their bytes, message
+        after message (a C-contiguous uint8 array). Returns the buffers whose concatenation
+        (``b"".join``) is the messages' bytes: stream and blob pieces in turn, the blob bytes
+        not copied.
+
+        The stream is built as :meth:`encode` builds it, except that each blob of ``L`` bytes
+        takes ``L % M`` bytes there (``M`` the largest alignment: every later member keeps its
+        alignment); those are then cut out and the blob's own bytes put in their place.
+        """
+        if self._blob is None:
+            raise ValueError("the codec has no blob: use encode")
+        sizes = np.broadcast_to(np.asarray(columns.get(self._blob, 0), dtype=np.int64), rows)
+        if int(sizes.sum()) != blob.nbytes:
+            raise ValueError(f"blob sizes add up to {int(sizes.sum())}, not {blob.nbytes}")
+        stream, holes = self._encode(rows, columns, start)
+        source = memoryview(stream)
+        if rows == 0:
+            return [source]
+        blob_ends = np.cumsum(sizes).tolist()
+        blob_starts = (np.cumsum(sizes) - sizes).tolist()
+        stream_starts = np.concatenate(([0], holes + sizes % self._max_align)).tolist()
+        stream_ends = [*holes.tolist(), len(stream)]
+        bytes_ = memoryview(blob).cast("B")
+        pieces: list[memoryview] = [source] * (2 * rows + 1)
+        pieces[0::2] = [source[a:b] for a, b in zip(stream_starts, stream_ends, strict=True)]
+        pieces[1::2] = [bytes_[a:b] for a, b in zip(blob_starts, blob_ends, strict=True)]
+        return pieces
+
+    def _encode(
+        self, rows: int, columns: Mapping[str, Any], start: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The stream from ``start`` and where each message's blob hole is in it (if any)."""
         unknown = set(columns) - self._settable
         if unknown:
             raise ValueError(f"not settable members: {sorted(unknown)}")
+        holes = np.empty(0, dtype=np.int64)
         if rows == 0:
-            return np.empty(0, dtype=np.uint8)
+            return np.empty(0, dtype=np.uint8), holes
         values = {leaf.path: columns.get(leaf.path, leaf.default) for leaf in self._leaves}
         lengths = {
             leaf.path: _string_lengths(values[leaf.path])
             for leaf in self._leaves
             if leaf.kind == "string"
         }
+        if self._blob is not None:  # its size modulo M, as long as the real one for alignment
+            lengths[self._blob] = np.asarray(values[self._blob], dtype=np.int64) % self._max_align
         starts = self._row_starts(rows, lengths, start)
         end = int(starts[-1])
         # Indexed by stream position; whole 8-byte words, so that it views as any number type
@@ -276,13 +343,19 @@ class RowCodec:
                         offset = position + step.offsets[phase, column]
                         _scatter_numbers(stream, offset, leaf, value)
                 position = position + step.sizes[phase]
+            elif step.kind == "blob":
+                position = position + (-position & 3)  # a uint32 length
+                _scatter_numbers(stream, position, step, values[step.path])
+                position = position + _UINT32.itemsize
+                holes = np.broadcast_to(position - start, rows)
+                position = position + lengths[step.path]
             else:
                 position = position + (-position & 3)  # a uint32 length
                 _scatter_numbers(stream, position, step, lengths[step.path])
                 position = position + _UINT32.itemsize
                 _scatter_string(stream, position, values[step.path], lengths[step.path])
                 position = position + lengths[step.path]
-        return stream[start:end]
+        return stream[start:end], holes
 
     def _row_starts(self, rows: int, lengths: Mapping[str, Any], start: int) -> np.ndarray:
         """Stream positions where each message begins (before its first member's alignment),
@@ -317,7 +390,7 @@ class _Leaf:
     """A primitive member: a number (or fixed array), a string, or an empty sequence's count."""
 
     path: str
-    kind: str  # "number", "string" or "sequence"
+    kind: str  # "number", "string", "sequence" (its element count) or "blob" (its byte count)
     dtype: np.dtype  # of one number; uint32 for the length of a string or a sequence
     count: int
     default: Any
@@ -346,8 +419,16 @@ class _Run:
         return cls(leaves, offsets, sizes)
 
 
-def _leaves(message_class: type, prefix: str, instance: Any) -> list[_Leaf]:
-    """The primitive members of ``message_class`` in CDR order, defaults from ``instance``."""
+def _leaves(
+    message_class: type,
+    prefix: str,
+    instance: Any,
+    sequences: Mapping[str, int] | None = None,
+    blob: str | None = None,
+) -> list[_Leaf]:
+    """The primitive members of ``message_class`` in CDR order, defaults from ``instance``;
+    the sequences of ``sequences`` expanded to their element counts, ``blob`` as a blob."""
+    sequences = sequences or {}
     leaves = []
     names = message_class.get_fields_and_field_types()  # type: ignore[attr-defined]
     for name, slot in zip(names, message_class.SLOT_TYPES, strict=True):  # type: ignore[attr-defined]
@@ -357,8 +438,30 @@ def _leaves(message_class: type, prefix: str, instance: Any) -> list[_Leaf]:
         elif isinstance(slot, definition.AbstractString):
             leaves.append(_Leaf(path, "string", _UINT32, 1, value.encode()))
         elif isinstance(slot, definition.NamespacedType):
-            nested = getattr(importlib.import_module(".".join(slot.namespaces)), slot.name)
-            leaves.extend(_leaves(nested, f"{path}.", value))
+            nested = _message_class(slot)
+            leaves.extend(_leaves(nested, f"{path}.", value, sequences, blob))
+        elif (
+            path == blob
+            and isinstance(slot, definition.AbstractSequence)
+            and isinstance(slot.value_type, definition.BasicType)
+            and slot.value_type.typename in ("uint8", "octet")
+        ):
+            leaves.append(_Leaf(path, "blob", _UINT32, 1, 0))
+        elif isinstance(slot, definition.AbstractSequence) and sequences.get(path):
+            count = sequences[path]
+            if isinstance(slot, definition.BoundedSequence) and count > slot.maximum_size:
+                raise UnsupportedLayoutError(f"{path}: more than {slot.maximum_size} elements")
+            leaves.append(_Leaf(path, "sequence", _UINT32, 1, count))
+            element = slot.value_type
+            for index in range(count):
+                at = f"{path}[{index}]"
+                if isinstance(element, definition.NamespacedType):
+                    nested = _message_class(element)
+                    leaves.extend(_leaves(nested, f"{at}.", nested(), sequences, blob))
+                elif isinstance(element, definition.BasicType) and element.typename in _BASIC_TYPES:
+                    leaves.append(_Leaf(at, "number", _BASIC_TYPES[element.typename], 1, 0))
+                else:
+                    raise UnsupportedLayoutError(f"{path}: elements {type(element).__name__}")
         elif isinstance(slot, definition.AbstractSequence) and len(value) == 0:
             leaves.append(_Leaf(path, "sequence", _UINT32, 1, 0))
         elif (
@@ -371,6 +474,11 @@ def _leaves(message_class: type, prefix: str, instance: Any) -> list[_Leaf]:
         else:
             raise UnsupportedLayoutError(f"{message_class.__name__}.{name}: {type(slot).__name__}")
     return leaves
+
+
+def _message_class(slot: definition.NamespacedType) -> type:
+    """The generated Python class of a nested message type."""
+    return getattr(importlib.import_module(".".join(slot.namespaces)), slot.name)
 
 
 def _string_lengths(value: bytes | np.ndarray) -> int | np.ndarray:
@@ -462,7 +570,7 @@ def marker_array_cdr(
         "color.a": pairs(BOX_ALPHA, 1.0, np.float32),
         "text": texts,
     }
-    writer = _CdrWriter()
+    writer = CdrWriter()
     writer.pack("I", rows)
     return b"".join((writer.value(), codec.encode(rows, columns, writer.position)))
 
@@ -473,6 +581,12 @@ def _box_colours(size: int) -> np.ndarray:
     colours = cluster_rgb(np.arange(size)) / 255.0
     colours.flags.writeable = False
     return colours
+
+
+def same_serialization(data: bytes, message: Any) -> bool:
+    """Whether ``data`` is ``serialize_message(message)`` but for zero padding bytes: the check of
+    every encoder (here and in :mod:`.object_messages`) against this ROS 2 installation."""
+    return _same_serialization(data, message)
 
 
 def _same_serialization(data: bytes, message: Any) -> bool:

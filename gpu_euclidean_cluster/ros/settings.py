@@ -26,7 +26,8 @@ class NodeSettings:
 
     Attributes:
         cluster: clustering configuration (validated by :class:`ClusterConfig`).
-        use_height: cluster on x, y, z (True) or on x, y only (False).
+        use_height: cluster on x, y, z (True) or on x, y only (False); the ``voxel_grid``
+            algorithm ignores it (always 2-D, as Autoware's).
         min_range, max_range: horizontal distance window in metres of clustered points.
         min_z, max_z: height window in metres of clustered points.
         max_coordinate: points with a larger |coordinate| (m) are implausible and not clustered.
@@ -46,14 +47,17 @@ class NodeSettings:
 
     @property
     def window(self) -> FrameWindow:
-        """The frame layer's window of these settings: the points a frame clusters."""
+        """The frame layer's window of these settings: the points a frame clusters.
+
+        The ``voxel_grid`` algorithm reads the points' true z (its grid has two layers) and is
+        always 2-D on its centroids, so z is never flattened for it."""
         return FrameWindow(
             min_range=self.min_range,
             max_range=self.max_range,
             min_z=self.min_z,
             max_z=self.max_z,
             max_coordinate=self.max_coordinate,
-            use_height=self.use_height,
+            use_height=self.use_height or self.cluster.algorithm == "voxel_grid",
         )
 
 
@@ -86,6 +90,12 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
             max_cluster_size=values["max_cluster_size"],
             memory_budget=_budget_bytes(values["memory_budget_mb"]),
             max_work_s=_work_limit(values["max_work_s"]),
+            algorithm=values["algorithm"],
+            voxel_leaf_size=values["voxel_leaf_size"],
+            min_points_per_voxel=values["min_points_per_voxel"],
+            max_voxels_per_cluster=values["max_voxels_per_cluster"],
+            large_cluster_voxel_count_threshold=values["large_cluster_voxel_count_threshold"],
+            large_cluster_max_points_per_voxel=values["large_cluster_max_points_per_voxel"],
         )
     except ConfigError as error:
         problems.insert(0, str(error))

@@ -1,7 +1,8 @@
 // Canonical cluster numbering on the GPU (the filter stage): clusters 0..K-1 by size descending,
 // ties by smallest member index, -1 outside [min_size, max_size] (core/numbering.py's rule).
 //
-// One scratch buffer of 64-bit words, n = number of points (component ids are in [0, n)):
+// One scratch buffer of 64-bit words, n = number of points (component ids are in [0, n), or -1
+// for a point in no component: skipped by the statistics, labelled -1 by the gather):
 //   work[0]            low word: components found (K); high word: blocks finished   [zeroed]
 //   work[1 + c]        component c: {count, then rank} low, ~smallest member high     [zeroed]
 //   list  (n ints)     after work[1 + n]: the ids of the K components, in no order
@@ -14,7 +15,7 @@
 // shared memory (bitonic) when K <= cap, writes each component's rank over its count and the kept
 // sizes run-length encoded (at most sqrt(2n) distinct sizes). If K > cap it sets status 0 and the
 // host sorts the keys instead (numbering_keys, cupy sort, numbering_ranks).
-// numbering_gather: labels[i] = rank of ids[i].
+// numbering_gather: labels[i] = rank of ids[i], -1 where ids[i] < 0.
 
 #define NUMBERING_FULL_MASK 0xffffffffu
 #define NUMBERING_HEADER 4
@@ -158,14 +159,16 @@ numbering_stats(const int* __restrict__ ids, int n, unsigned long long* work, in
     }
 }
 
-// labels[i] = rank of ids[i] (-1: filtered out); nothing while the ranks are not ready.
+// labels[i] = rank of ids[i] (-1: filtered out, or ids[i] < 0: in no component); nothing while
+// the ranks are not ready.
 extern "C" __global__ void numbering_gather(const int* __restrict__ ids, int n,
                                             const unsigned long long* work, int* labels) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int* out = reinterpret_cast<const int*>(work + 1 + n) + n;
     if (out[3] != 1) return;
-    labels[i] = reinterpret_cast<const int*>(work + 1)[2 * ids[i]];
+    const int c = ids[i];
+    labels[i] = c < 0 ? -1 : reinterpret_cast<const int*>(work + 1)[2 * c];
 }
 
 // More components than one block sorts: their keys, for the host's sort.

@@ -1,0 +1,160 @@
+"""The node's outputs: publishers, and per frame each output built and published only while it
+has a subscriber.
+
+Topics (relative to the node's namespace):
+
+- ``output/labeled_points``, ``output/clusters`` (sensor_msgs/PointCloud2, always available);
+- ``output/objects_with_feature`` (tier4_perception_msgs/DetectedObjectsWithFeature),
+  ``output/objects`` (autoware_perception_msgs/DetectedObjects) and ``output/detections``
+  (vision_msgs/Detection3DArray), each where its message package is installed (see
+  :mod:`.object_messages` for what they hold);
+- ``output/markers`` (visualization_msgs/MarkerArray), published last.
+
+Everything goes out as CDR bytes built column-wise (:mod:`.serialized`, :mod:`.object_messages`).
+An output without a subscriber is not built at all.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rclpy.node import Node
+from sensor_msgs.msg import PointCloud2
+from std_msgs.msg import Header
+from visualization_msgs.msg import MarkerArray
+
+from ..frame import FrameOutput
+from ..pointcloud_io.pointcloud2 import RawCloud, read_fields
+from .object_messages import (
+    ClusterPoints,
+    DetectionsEncoder,
+    FeatureObjectsEncoder,
+    ObjectsEncoder,
+    cluster_points,
+)
+from .serialized import MarkerEncoder, publishable_cloud
+
+LABELED_POINTS = "output/labeled_points"
+CLUSTERS = "output/clusters"
+OBJECTS_WITH_FEATURE = "output/objects_with_feature"
+OBJECTS = "output/objects"
+DETECTIONS = "output/detections"
+MARKERS = "output/markers"
+
+
+@dataclass(frozen=True)
+class PublishTimings:
+    """One frame's publication.
+
+    Attributes:
+        published: ``time.monotonic()`` when every output but the markers was out (the end of
+            the node's receive-to-publish latency).
+        publish_ms: building and publishing the clouds and object messages.
+        markers_ms: building and publishing the markers, after them.
+    """
+
+    published: float
+    publish_ms: float
+    markers_ms: float
+
+
+class NodeOutputs:
+    """The output publishers of ``node`` and their per-frame publication.
+
+    Creating it creates the publishers of every output whose message package is installed and
+    logs one info line: the outputs published, and those that cannot be, with the reason.
+    """
+
+    def __init__(self, node: Node, depth: int) -> None:
+        """Args:
+        node: creates the publishers and logs.
+        depth: history depth of every output publisher (reliable).
+        """
+        self._labeled = node.create_publisher(PointCloud2, LABELED_POINTS, depth)
+        self._clusters = node.create_publisher(PointCloud2, CLUSTERS, depth)
+        self._objects_with_feature: tuple[Any, FeatureObjectsEncoder] | None = None
+        self._objects: tuple[Any, ObjectsEncoder] | None = None
+        self._detections: tuple[Any, DetectionsEncoder] | None = None
+        unavailable = []
+        for attribute, topic, encoder_type in (
+            ("_objects_with_feature", OBJECTS_WITH_FEATURE, FeatureObjectsEncoder),
+            ("_objects", OBJECTS, ObjectsEncoder),
+            ("_detections", DETECTIONS, DetectionsEncoder),
+        ):
+            why = encoder_type.missing()
+            if why is not None:
+                unavailable.append(f"{topic} ({why})")
+                continue
+            publisher = node.create_publisher(encoder_type.message, topic, depth)
+            setattr(self, attribute, (publisher, encoder_type()))
+        self._markers = node.create_publisher(MarkerArray, MARKERS, depth)
+        self._marker_encoder = MarkerEncoder()
+        self._topics = [
+            topic
+            for topic, publisher in (
+                (LABELED_POINTS, self._labeled),
+                (CLUSTERS, self._clusters),
+                (OBJECTS_WITH_FEATURE, self._objects_with_feature),
+                (OBJECTS, self._objects),
+                (DETECTIONS, self._detections),
+                (MARKERS, self._markers),
+            )
+            if publisher is not None
+        ]
+        line = f"outputs (each while it has a subscriber): {', '.join(self._topics)}"
+        if unavailable:
+            line += f"; not published: {', '.join(unavailable)}"
+        node.get_logger().info(line)
+
+    @property
+    def topics(self) -> list[str]:
+        """The output topics this node publishes (relative names)."""
+        return list(self._topics)
+
+    def publish(self, output: FrameOutput, header: Header, cloud: RawCloud) -> PublishTimings:
+        """Build and publish each output of ``output`` that has a subscriber.
+
+        Args:
+            output: the frame's outputs.
+            header: the input's header, which every output keeps.
+            cloud: the input cloud ``output`` came from (the object clouds copy its records).
+        """
+        started = time.perf_counter()
+        table = output.table
+        if _listened(self._labeled):
+            self._labeled.publish(publishable_cloud(output.labeled, header))
+        if _listened(self._clusters):
+            self._clusters.publish(publishable_cloud(output.clusters, header))
+        if self._objects_with_feature is not None and _listened(self._objects_with_feature[0]):
+            publisher, encoder = self._objects_with_feature
+            publisher.publish(encoder.build(table, _points(output, cloud), header))
+        if self._objects is not None and _listened(self._objects[0]):
+            publisher, objects = self._objects
+            publisher.publish(objects.build(table, header))
+        if self._detections is not None and _listened(self._detections[0]):
+            publisher, detections = self._detections
+            publisher.publish(detections.build(table, header))
+        published, objects_done = time.monotonic(), time.perf_counter()
+        # Markers (~3 ms for 2000 clusters) after everything else, only for a display.
+        if _listened(self._markers):
+            self._markers.publish(self._marker_encoder.build(table, header))
+        else:
+            self._marker_encoder.forget()
+        return PublishTimings(
+            published=published,
+            publish_ms=(objects_done - started) * 1e3,
+            markers_ms=(time.perf_counter() - objects_done) * 1e3,
+        )
+
+
+def _listened(publisher: Any) -> bool:
+    return publisher.get_subscription_count() > 0
+
+
+def _points(output: FrameOutput, cloud: RawCloud) -> ClusterPoints:
+    """The input records of each cluster, by the labels in the labelled cloud (on the host even
+    when the frame ran on the GPU)."""
+    labels = read_fields(output.labeled, ["cluster_id"])["cluster_id"]
+    return cluster_points(cloud, labels, len(output.table))

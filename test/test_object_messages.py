@@ -1,0 +1,366 @@
+"""The object encoders (``ros/object_messages.py``) and the node's outputs (``ros/outputs.py``).
+
+Every encoder's bytes must be what ``rclpy.serialization.serialize_message`` makes of the
+equivalent message objects (but for padding bytes, which Fast CDR leaves uninitialised) and
+deserialize back to them: 0, 1 and many clusters, odd point layouts whose cluster clouds leave
+every alignment, several field counts, big-endian clouds, empty and long frame ids.
+
+The message packages come from ``../shared/msgs`` (``_perception_msgs.py``); where this process
+cannot import them, :func:`test_in_a_process_with_the_message_packages` runs this file again in
+a process that can, and the tests that need them skip here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.serialization import deserialize_message  # noqa: E402
+from std_msgs.msg import Header  # noqa: E402
+
+from gpu_euclidean_cluster.core.cluster_stats import cluster_table  # noqa: E402
+from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
+from gpu_euclidean_cluster.core.frame import FrameWindow  # noqa: E402
+from gpu_euclidean_cluster.frame import FramePipeline  # noqa: E402
+from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
+from gpu_euclidean_cluster.ros import object_messages as om  # noqa: E402
+from gpu_euclidean_cluster.ros import outputs  # noqa: E402
+from gpu_euclidean_cluster.ros.serialized import same_serialization  # noqa: E402
+
+from ._perception_msgs import perception_msgs_env  # noqa: E402
+
+pytestmark = pytest.mark.ros
+REPO = Path(__file__).resolve().parents[1]
+needs_msgs = pytest.mark.skipif(
+    bool(om.MISSING),
+    reason="the message packages are not importable here: "
+    "test_in_a_process_with_the_message_packages runs these in a process that has them",
+)
+
+
+def test_in_a_process_with_the_message_packages():
+    if not om.MISSING:
+        pytest.skip("this process has the message packages: the tests ran here")
+    env, reason = perception_msgs_env()
+    if env is None:
+        pytest.skip(reason)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "skipped" in done.stdout, done.stdout[-2000:]
+
+
+def make_header(frame_id: str = "lidar", stamp: tuple[int, int] = (1_700_000_000, 5)) -> Header:
+    header = Header(frame_id=frame_id)
+    header.stamp.sec, header.stamp.nanosec = stamp
+    return header
+
+
+#: Frame ids: empty, odd lengths, one long enough for a 3-digit length, non-ASCII.
+FRAME_IDS = ("", "a", "lidar", "velodyne_top", "x" * 301, "capteur_été")
+
+
+def layout_cloud(name: str, labels: np.ndarray, seed: int = 0) -> pc.RawCloud:
+    """A cloud of the layout ``name`` with random records, ``len(labels)`` of them (the
+    organised layout: rounded up to whole rows)."""
+    rng = np.random.default_rng(seed)
+    n = len(labels)
+    field = pc.Field
+    layouts = {  # name -> fields, point_step, big-endian, height
+        "xyz12": ((field("x", 0, 7), field("y", 4, 7), field("z", 8, 7)), 12, False, 1),
+        "xyzi16": (
+            (field("x", 0, 7), field("y", 4, 7), field("z", 8, 7), field("intensity", 12, 7)),
+            16, False, 1,
+        ),
+        "odd13": ((field("x", 0, 7), field("y", 4, 7), field("z", 8, 7), field("r", 12, 2)),
+                  13, False, 1),
+        "bigendian_odd21": (
+            (field("time_stamp", 0, 8), field("x", 8, 7), field("y", 12, 7), field("z", 16, 7),
+             field("channel", 20, 2)),
+            21, True, 1,
+        ),
+        "one_field_f64x3": ((field("xyz", 0, 8, 3),), 24, False, 1),
+        "organised_padded": ((field("x", 0, 7), field("y", 4, 7), field("z", 8, 7)), 15, False, 2),
+    }  # fmt: skip
+    fields, point_step, bigendian, height = layouts[name]
+    width = -(-n // height) if n else 0
+    row_step = width * point_step + (5 if height > 1 else 0)
+    data = rng.integers(0, 256, row_step * height, dtype=np.uint8)
+    return pc.RawCloud(
+        fields=fields,
+        height=height if n else 1,
+        width=width,
+        point_step=point_step,
+        row_step=row_step,
+        data=data,
+        is_bigendian=bigendian,
+    )
+
+
+LAYOUTS = ("xyz12", "xyzi16", "odd13", "bigendian_odd21", "one_field_f64x3", "organised_padded")
+
+
+def clusters_of(sizes: list[int], unclustered: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(labels, table)``: shuffled labels of clusters of ``sizes`` points plus ``unclustered``
+    points labelled -1, and a cluster table of random coordinates."""
+    rng = np.random.default_rng(seed)
+    labels = np.concatenate(
+        [np.full(n, k) for k, n in enumerate(sizes)] + [np.full(unclustered, -1)]
+    ).astype(np.int32)
+    labels = labels[rng.permutation(len(labels))]
+    xyz = rng.normal(0.0, 30.0, (len(labels), 3)).astype(np.float32)
+    return labels, cluster_table(xyz, labels, len(sizes))
+
+
+def assert_same(ours: Any, reference: Any) -> None:
+    """``ours`` are bytes equal to ``serialize_message(reference)`` but for padding, and they
+    deserialize to ``reference``."""
+    assert isinstance(ours, bytes)
+    assert same_serialization(ours, reference)
+    assert deserialize_message(ours, type(reference)) == reference
+
+
+CASES = {  # name -> cluster sizes, unclustered points
+    "none": ([], 0),
+    "none_of_some_points": ([], 7),
+    "one_point": ([1], 0),
+    "one": ([9], 3),
+    "many": (list(np.random.default_rng(3).integers(1, 40, 300)), 50),
+    "every_remainder": ([1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17], 1),
+}
+
+
+@needs_msgs
+def test_encoders_serialize_here():
+    assert om.FeatureObjectsEncoder().serializes
+    assert om.ObjectsEncoder().serializes
+    assert om.DetectionsEncoder().serializes
+
+
+@needs_msgs
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_feature_objects_match_rclpy(layout, case):
+    sizes, unclustered = CASES[case]
+    labels, table = clusters_of(sizes, unclustered, seed=len(sizes))
+    cloud = layout_cloud(layout, labels, seed=len(labels))
+    if cloud.height > 1 and len(labels) % 2:  # the organised cloud's last row: unclustered
+        labels = np.append(labels, -1)
+    points = om.cluster_points(cloud, labels, len(table))
+    encoder = om.FeatureObjectsEncoder()
+    for index, frame_id in enumerate(FRAME_IDS):
+        header = make_header(frame_id, (index * 1000, index))
+        reference = om.feature_objects_message(table, points, header)
+        assert_same(encoder.build(table, points, header), reference)
+
+
+@needs_msgs
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_objects_and_detections_match_rclpy(case):
+    sizes, unclustered = CASES[case]
+    _, table = clusters_of(sizes, unclustered, seed=len(sizes))
+    objects, detections = om.ObjectsEncoder(), om.DetectionsEncoder()
+    for frame_id in FRAME_IDS:
+        header = make_header(frame_id)
+        assert_same(objects.build(table, header), om.objects_message(table, header))
+        assert_same(detections.build(table, header), om.detections_message(table, header))
+
+
+@needs_msgs
+def test_detections_with_ids_of_one_to_four_digits():
+    _, table = clusters_of([1] * 1200, 0, seed=1)
+    header = make_header("base_link")
+    assert_same(om.DetectionsEncoder().build(table, header), om.detections_message(table, header))
+
+
+def test_cluster_points_groups_the_input_records_in_input_order():
+    labels, table = clusters_of([3, 1, 8], 5, seed=2)
+    labels = np.append(labels, -1)  # even: two rows of the organised cloud
+    cloud = layout_cloud("organised_padded", labels, seed=4)
+    points = om.cluster_points(cloud, labels, len(table))
+    records = pc.point_bytes(cloud)
+    assert points.counts.tolist() == [3, 1, 8]
+    expected = np.concatenate([records[labels == k] for k in range(3)])
+    assert points.records.tobytes() == expected.tobytes()
+    assert (points.fields, points.point_step) == (cloud.fields, 15)
+    with pytest.raises(ValueError, match="labels"):
+        om.cluster_points(cloud, labels[1:], len(table))
+
+
+@needs_msgs
+def test_feature_objects_content():
+    """What Autoware's consumers read: as its clustering node fills the message, plus the box."""
+    labels, table = clusters_of([4, 2], 3, seed=5)
+    cloud = layout_cloud("odd13", labels, seed=6)
+    points = om.cluster_points(cloud, labels, 2)
+    header = make_header("velodyne", (12, 34))
+    data = om.FeatureObjectsEncoder().build(table, points, header)
+    message = deserialize_message(data, om.DetectedObjectsWithFeature)
+    assert message.header == header and len(message.feature_objects) == 2
+    records = pc.point_bytes(cloud)
+    for k, item in enumerate(message.feature_objects):
+        obj, cluster = item.object, item.feature.cluster
+        assert obj.existence_probability == 0.0
+        assert [(c.label, c.probability) for c in obj.classification] == [(0, 1.0)]
+        pose = obj.kinematics.pose_with_covariance.pose
+        assert [pose.position.x, pose.position.y, pose.position.z] == [
+            float(table[k][a]) for a in "xyz"
+        ]
+        assert (pose.orientation.x, pose.orientation.w) == (0.0, 1.0)
+        assert obj.shape.type == om.Shape.BOUNDING_BOX
+        assert obj.shape.dimensions.x == float(table[k]["max_x"]) - float(table[k]["min_x"])
+        assert cluster.header == header
+        assert (cluster.height, cluster.width, cluster.point_step) == (1, [4, 2][k], 13)
+        assert cluster.row_step == cluster.width * 13 and cluster.is_dense
+        assert [(f.name, f.offset, f.datatype, f.count) for f in cluster.fields] == [
+            ("x", 0, 7, 1), ("y", 4, 7, 1), ("z", 8, 7, 1), ("r", 12, 2, 1)
+        ]  # fmt: skip
+        assert bytes(cluster.data) == records[labels == k].tobytes()
+
+
+@needs_msgs
+def test_message_objects_when_the_check_fails(monkeypatch):
+    labels, table = clusters_of([3, 5], 2, seed=7)
+    cloud = layout_cloud("xyzi16", labels)
+    points = om.cluster_points(cloud, labels, 2)
+    header = make_header()
+    om._verified.cache_clear()
+    monkeypatch.setattr(om, "same_serialization", lambda data, message: False)
+    try:
+        feature, objects, detections = (
+            om.FeatureObjectsEncoder(), om.ObjectsEncoder(), om.DetectionsEncoder()
+        )  # fmt: skip
+    finally:
+        om._verified.cache_clear()
+    assert not (feature.serializes or objects.serializes or detections.serializes)
+    assert feature.build(table, points, header) == om.feature_objects_message(table, points, header)
+    assert objects.build(table, header) == om.objects_message(table, header)
+    assert detections.build(table, header) == om.detections_message(table, header)
+
+
+# -------------------------------------------------------------------- NodeOutputs, no middleware
+
+
+class FakePublisher:
+    def __init__(self, kind: type, topic: str) -> None:
+        self.kind, self.topic = kind, topic
+        self.subscribers = 0
+        self.sent: list[Any] = []
+
+    def get_subscription_count(self) -> int:
+        return self.subscribers
+
+    def publish(self, message: Any) -> None:
+        self.sent.append(message)
+
+
+class FakeNode:
+    """What NodeOutputs uses of a node: publishers and an info log."""
+
+    def __init__(self) -> None:
+        self.publishers: dict[str, FakePublisher] = {}
+        self.lines: list[str] = []
+
+    def create_publisher(self, kind: type, topic: str, depth: int) -> FakePublisher:
+        self.publishers[topic] = FakePublisher(kind, topic)
+        return self.publishers[topic]
+
+    def get_logger(self) -> FakeNode:
+        return self
+
+    def info(self, line: str) -> None:
+        self.lines.append(line)
+
+
+@pytest.fixture(scope="module")
+def frame():
+    """A small frame through the CPU pipeline, with its input cloud."""
+    rng = np.random.default_rng(8)
+    centres = rng.uniform(-20, 20, (12, 3))
+    xyz = np.concatenate([c + rng.uniform(-0.1, 0.1, (30, 3)) for c in centres]).astype("f4")
+    cloud = pc.from_xyz(xyz)
+    return FramePipeline("cpu").process(cloud, ClusterConfig(d_th=0.5), FrameWindow()), cloud
+
+
+ALL_TOPICS = (
+    "output/labeled_points", "output/clusters", "output/objects_with_feature", "output/objects",
+    "output/detections", "output/markers",
+)  # fmt: skip
+
+
+def test_outputs_without_subscribers_are_neither_built_nor_published(frame, monkeypatch):
+    output, cloud = frame
+    node = FakeNode()
+    node_outputs = outputs.NodeOutputs(node, 5)
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("built without a subscriber")
+
+    monkeypatch.setattr(outputs, "publishable_cloud", never)
+    monkeypatch.setattr(outputs, "cluster_points", never)
+    for encoder in (om.FeatureObjectsEncoder, om.ObjectsEncoder, om.DetectionsEncoder):
+        monkeypatch.setattr(encoder, "build", never)
+    monkeypatch.setattr(node_outputs._marker_encoder, "build", never)
+    timings = node_outputs.publish(output, make_header(), cloud)
+    assert all(not p.sent for p in node.publishers.values())
+    assert timings.publish_ms >= 0 and timings.markers_ms >= 0
+
+
+def test_each_output_goes_only_to_its_subscribers(frame):
+    output, cloud = frame
+    node = FakeNode()
+    node_outputs = outputs.NodeOutputs(node, 5)
+    header = make_header("lidar_top", (5, 6))
+    for topic in node_outputs.topics:
+        for publisher in node.publishers.values():
+            publisher.subscribers, publisher.sent = int(publisher.topic == topic), []
+        node_outputs.publish(output, header, cloud)
+        assert [p.topic for p in node.publishers.values() if p.sent] == [topic]
+        (sent,) = node.publishers[topic].sent
+        assert isinstance(sent, bytes)
+        message = deserialize_message(sent, node.publishers[topic].kind)
+        if topic == "output/markers":
+            assert len(message.markers) == 2 * len(output.table) == 24
+        elif topic == "output/objects_with_feature":
+            assert message.header == header
+            points = om.cluster_points(cloud, output.result.labels, len(output.table))
+            assert message == om.feature_objects_message(output.table, points, header)
+        else:
+            assert message.header == header
+
+
+def test_start_up_line_names_what_is_published_and_why_not(monkeypatch):
+    node = FakeNode()
+    outputs.NodeOutputs(node, 5)
+    if om.MISSING:
+        (line,) = node.lines
+        assert line.startswith(
+            "outputs (each while it has a subscriber): output/labeled_points, output/clusters"
+        )
+        for topic, package in (
+            ("output/objects_with_feature", "tier4_perception_msgs"),
+            ("output/objects", "autoware_perception_msgs"),
+            ("output/detections", "vision_msgs"),
+        ):
+            if package in om.MISSING:
+                assert f"{topic} ({package} is not installed)" in line
+                assert topic not in node.publishers
+        return
+    assert node.lines == [f"outputs (each while it has a subscriber): {', '.join(ALL_TOPICS)}"]
+    monkeypatch.setitem(om.MISSING, "vision_msgs", "vision_msgs is not installed")
+    node = FakeNode()
+    outputs.NodeOutputs(node, 5)
+    topics = ", ".join(t for t in ALL_TOPICS if t != "output/detections")
+    assert node.lines == [
+        f"outputs (each while it has a subscriber): {topics}; "
+        "not published: output/detections (vision_msgs is not installed)"
+    ]
