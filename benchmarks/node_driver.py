@@ -104,8 +104,11 @@ class _Driver:
         if request.objects:
             from tier4_perception_msgs.msg import DetectedObjectsWithFeature
 
+            # Raw: a C++ consumer (Autoware's) deserializes ~1700 nested clouds in well under a
+            # millisecond; rclpy's Python objects would take longer than the frame period and
+            # hold the node's reliable publisher back.
             self.sub = self.node.create_subscription(
-                DetectedObjectsWithFeature, OBJECTS_TOPIC, self._on_output, 100
+                DetectedObjectsWithFeature, OBJECTS_TOPIC, self._on_serialized_output, 100, raw=True
             )
         else:
             self.sub = self.node.create_subscription(
@@ -188,7 +191,14 @@ class _Driver:
             time.sleep(0.05)
 
     def _on_output(self, msg: Any) -> None:
-        arrived = time.monotonic()
+        self._arrived(msg.header.stamp.sec, time.monotonic())
+
+    def _on_serialized_output(self, cdr: bytes) -> None:
+        """A message whose first field is a std_msgs/Header, still in CDR: its ``stamp.sec`` is
+        the int32 after the 4-byte encapsulation header."""
+        self._arrived(int.from_bytes(cdr[4:8], "little", signed=True), time.monotonic())
+
+    def _arrived(self, index: int, arrived: float) -> None:
         with self.lock:
-            if msg.header.stamp.sec in self.sent_at:
-                self.arrived_at.setdefault(msg.header.stamp.sec, arrived)
+            if index in self.sent_at:
+                self.arrived_at.setdefault(index, arrived)
