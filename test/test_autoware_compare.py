@@ -45,7 +45,12 @@ def test_cpu_run_writes_every_case(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = json.loads((tmp_path / "out" / "autoware_compare.json").read_text())["rows"]
-    assert [row["case"] for row in rows] == ["sim_hdl64e_seed0", "sim_vlp16_seed1"]
+    assert [row["case"] for row in rows] == [
+        "sim_hdl64e_seed0",
+        "sim_hdl64e_seed0_no_ground",
+        "sim_vlp16_seed1",
+        "sim_vlp16_seed1_no_ground",
+    ]
     for row in rows:
         assert row["exact"]["clusters"] > 0 and row["voxel_grid"]["clusters"] > 0
         assert -1.0 <= row["ari_exact_vs_voxel"]["all"] <= 1.0

@@ -31,6 +31,7 @@ from gpu_euclidean_cluster.core.cluster_stats import (
     cluster_table,
     pack_rgb,
 )
+from gpu_euclidean_cluster.core.frame import GroupedRecords
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
 from gpu_euclidean_cluster.cpu.frame import clip_mask, cluster_mask, flatten_height
 from gpu_euclidean_cluster.cuda.frame import cluster_threads, output_layout, plan_xyz
@@ -324,6 +325,24 @@ def emulate_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
+def emulate_grouping(cloud: RawCloud, labels: np.ndarray, sizes: Any) -> GroupedRecords:
+    """pc2_group_records' rule: the sorted ``(label + 1) << 32 | index`` keys after the
+    unlabelled points, each record read at ``row * row_step + column * point_step``."""
+    plan = plan_xyz(cloud)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n, count = plan.num_points, int(sizes.sum())
+    keys = np.sort(
+        ((np.asarray(labels, np.int64) + 1) << 32 | np.arange(n, dtype=np.int64)).astype(np.uint64)
+    )
+    index = (keys[n - count :] & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    starts = (index // max(plan.width, 1)) * plan.row_step + (index % max(plan.width, 1)) * (
+        plan.point_step
+    )
+    raw = np.frombuffer(cloud.data, dtype=np.uint8, count=plan.nbytes)
+    records = raw[starts[:, None] + np.arange(plan.point_step)] if count else raw[:0]
+    return GroupedRecords(sizes.copy(), records.reshape(count, plan.point_step))
+
+
 def spec_sum(values: list[float]) -> float:
     """One coordinate's sum by the words of ``cluster_table``'s spec, in plain Python: leaves of
     SUM_LEAF values summed left to right, then leaf sums added pairwise level by level."""
@@ -429,7 +448,9 @@ class ModelCodec:
         with np.errstate(over="ignore"):  # beyond float32: inf, as the clusterer converts
             return DecodedFrame(np.ascontiguousarray(points, dtype=np.float32), mask)
 
-    def encode(self, labels: np.ndarray, sizes: np.ndarray, copy: bool = True) -> EncodedFrame:
+    def encode(
+        self, labels: np.ndarray, sizes: np.ndarray, copy: bool = True, group: bool = False
+    ) -> EncodedFrame:
         assert self.cloud is not None
         labels = np.asarray(labels, dtype=np.int32)
         layout = output_layout(self.cloud)
@@ -438,7 +459,10 @@ class ModelCodec:
             self.cloud.width * layout.point_step, emulate_payload(self.cloud, labels),
             self.cloud.is_bigendian, self.cloud.is_dense,
         )  # fmt: skip
-        return EncodedFrame(labeled, emulate_table(self.xyz, labels, len(sizes)), self.implausible)
+        grouped = emulate_grouping(self.cloud, labels, sizes) if group else None
+        return EncodedFrame(
+            labeled, emulate_table(self.xyz, labels, len(sizes)), self.implausible, grouped
+        )
 
 
 class ModelBackend(CpuBackend):
@@ -466,6 +490,20 @@ def assert_same_output(got: FrameOutput, expected: FrameOutput) -> None:
     labels = labels.get() if hasattr(labels, "get") else np.asarray(labels)
     assert np.array_equal(labels, expected.result.labels)
     assert np.array_equal(got.result.cluster_sizes, expected.result.cluster_sizes)
+    assert (got.grouped is None) == (expected.grouped is None)
+    if got.grouped is not None and expected.grouped is not None:
+        assert_same_grouping(got.grouped, expected.grouped)
+
+
+def assert_same_grouping(got: GroupedRecords, expected: GroupedRecords) -> None:
+    """Two groupings are equal: counts, and records (shape, dtype, C order and bytes)."""
+    assert np.array_equal(got.counts, expected.counts)
+    assert got.counts.dtype == expected.counts.dtype == np.int64
+    for records in (got.records, expected.records):
+        assert isinstance(records, np.ndarray) and records.dtype == np.uint8
+        assert records.flags.c_contiguous
+    assert got.records.shape == expected.records.shape
+    assert got.records.tobytes() == expected.records.tobytes()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -725,7 +763,9 @@ def test_pipeline_falls_back_to_the_cpu_on_out_of_memory(base):
     error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})
 
     class FailingCodec(ModelCodec):
-        def encode(self, labels: Any, sizes: Any, copy: bool = True) -> EncodedFrame:
+        def encode(
+            self, labels: Any, sizes: Any, copy: bool = True, group: bool = False
+        ) -> EncodedFrame:
             raise error("out of memory allocating 512 bytes")
 
     class FailingBackend(ModelBackend):

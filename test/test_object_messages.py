@@ -364,3 +364,38 @@ def test_start_up_line_names_what_is_published_and_why_not(monkeypatch):
         f"outputs (each while it has a subscriber): {topics}; "
         "not published: output/detections (vision_msgs is not installed)"
     ]
+
+
+def test_grouped_records_publish_the_same_objects(frame):
+    """A frame processed with its records grouped (what the node asks for while the objects
+    have a subscriber) publishes the bytes of one grouped here from its labels."""
+    output, cloud = frame
+    settings = (ClusterConfig(d_th=0.5), FrameWindow())
+    grouped = FramePipeline("cpu").process(cloud, *settings, group_records=True)
+    assert grouped.grouped is not None and output.grouped is None
+    node = FakeNode()
+    node_outputs = outputs.NodeOutputs(node, 5)
+    topic = "output/objects_with_feature"
+    if topic not in node_outputs.topics:
+        pytest.skip("tier4_perception_msgs is not importable here")
+    assert not node_outputs.groups_records()
+    for publisher in node.publishers.values():
+        publisher.subscribers, publisher.sent = int(publisher.topic == topic), []
+    assert node_outputs.groups_records()
+    header = make_header("lidar_top", (5, 6))
+    node_outputs.publish(grouped, header, cloud)
+    node_outputs.publish(output, header, cloud)
+    first, second = node.publishers[topic].sent
+    assert isinstance(first, bytes) and first == second
+
+
+@needs_msgs
+def test_feature_objects_encoder_reuses_its_buffer_across_sizes():
+    encoder = om.FeatureObjectsEncoder()
+    for index, sizes in enumerate(([40, 3, 17] * 30, [1, 2], [5, 9, 2, 7] * 60, [])):
+        labels, table = clusters_of(sizes, 7, seed=index)
+        cloud = layout_cloud("odd13", labels, seed=index)
+        points = om.cluster_points(cloud, labels, len(table))
+        header = make_header("base_link", (index, index))
+        reference = om.feature_objects_message(table, points, header)
+        assert_same(encoder.build(table, points, header), reference)

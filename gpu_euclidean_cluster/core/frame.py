@@ -70,6 +70,22 @@ class DecodedFrame:
 
 
 @dataclass(frozen=True)
+class GroupedRecords:
+    """The input records of each cluster, grouped: what an object message with each cluster's
+    points needs (``encode(..., group=True)``).
+
+    Attributes:
+        counts: (K,) int64 points per cluster (the clusterer's ``cluster_sizes``).
+        records: (sum of counts, point_step) uint8, C-contiguous, on the host: the input records
+            (every byte of each point, row padding left out) of cluster 0 in input order, then of
+            cluster 1, ...; points in no cluster are left out.
+    """
+
+    counts: Any
+    records: Any
+
+
+@dataclass(frozen=True)
 class EncodedFrame:
     """What a codec's ``encode`` returns for the last decoded frame.
 
@@ -79,8 +95,11 @@ class EncodedFrame:
         table: (K,) rows of ``core.cluster_stats.CLUSTER_DTYPE``, a NumPy array of its own.
         implausible_points: finite points not clustered because a coordinate exceeded the
             window's ``max_coordinate``.
+        grouped: each cluster's input records (:class:`GroupedRecords`) where ``encode`` was
+            asked to group them, else None.
     """
 
     labeled: Any
     table: Any
     implausible_points: int
+    grouped: GroupedRecords | None = None

@@ -5,6 +5,7 @@ NumPy. Twin of ``cuda/frame.py``, and the definition its kernels follow bit for 
     >>> frame = codec.decode(cloud, FrameWindow(max_range=40.0))
     >>> result = clusterer.cluster(frame.points, mask=frame.mask)
     >>> encoded = codec.encode(result.labels, result.cluster_sizes)
+    >>> encoded = codec.encode(result.labels, result.cluster_sizes, group=True)  # + .grouped
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow
-from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, read_xyz
+from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
+from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, point_bytes, read_xyz
 
 
 class CpuFrameCodec:
@@ -43,9 +44,12 @@ class CpuFrameCodec:
         points = xyz if window.use_height else flatten_height(xyz)
         return DecodedFrame(points=points, mask=mask)
 
-    def encode(self, labels: Any, sizes: Any, copy: bool = True) -> EncodedFrame:
+    def encode(
+        self, labels: Any, sizes: Any, copy: bool = True, group: bool = False
+    ) -> EncodedFrame:
         """The labelled cloud, cluster table and implausible count of the last decoded frame
-        (``copy`` is for the GPU twin's reused buffers: these outputs are always new).
+        (``copy`` is for the GPU twin's reused buffers: these outputs are always new), and with
+        ``group`` each cluster's input records (:func:`group_records`).
 
         Raises:
             ValueError: ``labels`` do not number exactly ``len(sizes)`` non-empty clusters.
@@ -58,7 +62,30 @@ class CpuFrameCodec:
             labeled=append_fields(self._cloud, {"cluster_id": labels, "rgb": colours}),
             table=cluster_table(self._xyz, labels, len(sizes)),
             implausible_points=self._implausible,
+            grouped=group_records(point_bytes(self._cloud), labels, len(sizes)) if group else None,
         )
+
+
+def group_records(records: np.ndarray, labels: np.ndarray, clusters: int) -> GroupedRecords:
+    """The rows of ``records`` grouped by ``labels`` (one per row, -1 = in no cluster, else
+    ``0..clusters-1``): cluster 0's rows in input order, then cluster 1's, ...; one stable
+    argsort, one gather. The GPU twin gathers by its sorted ``(label + 1) << 32 | index`` keys,
+    the same order.
+
+    Raises:
+        ValueError: labels and records differ in number, or a label is beyond ``clusters``.
+    """
+    labels = np.asarray(labels).reshape(-1)
+    if len(labels) != len(records):
+        raise ValueError(f"{len(labels)} labels for {len(records)} points")
+    # -1 first, then cluster 0, 1, ...; as uint16 keys NumPy's stable sort is a radix sort
+    keys = (labels + 1).astype(np.uint16) if clusters < 0xFFFF else labels
+    order = np.argsort(keys, kind="stable")
+    unclustered = int(np.count_nonzero(labels < 0))
+    counts = np.bincount(labels[order[unclustered:]], minlength=clusters).astype(np.int64)
+    if len(counts) != clusters:
+        raise ValueError(f"labels beyond {clusters} clusters")
+    return GroupedRecords(counts=counts, records=np.take(records, order[unclustered:], axis=0))
 
 
 def cluster_mask(xyz: np.ndarray, window: FrameWindow) -> tuple[np.ndarray, int]:

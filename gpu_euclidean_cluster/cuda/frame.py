@@ -6,6 +6,7 @@ bit what the CPU twin (``cpu/frame.py``) produces.
     >>> result = clusterer.cluster(frame.points, mask=frame.mask)  # CuPy in, CuPy labels out
     >>> encoded = codec.encode(result.labels, result.cluster_sizes)
     >>> encoded.labeled  # == append_fields(cloud, {"cluster_id": ..., "rgb": ...})
+    >>> codec.encode(result.labels, result.cluster_sizes, group=True).grouped  # records by cluster
 
 Per frame: the raw payload is copied once into a reused pinned staging buffer and once to the
 device; x/y/z decoding, the plausibility and window mask and the ``use_height=false`` flattening
@@ -13,7 +14,10 @@ run in one kernel (:func:`plan_xyz` checks the layout on the host first, raising
 ``read_xyz`` raises). The output payload (every input byte of each point, then ``cluster_id``
 and ``rgb``) is written by one kernel and copied back once into a reused pinned buffer, together
 with the cluster table (count, centroid, box per cluster) reduced on the GPU and the frame's
-implausible-point count. Device and pinned buffers only grow. ``encode`` ends with the frame's
+implausible-point count; asked to ``group``, it also gathers each cluster's input records in
+cluster order (by the table's sorted keys, ``pc2_group.cu``) into one more pinned buffer, copied
+back in the same way (what ``cpu/frame.py``'s ``group_records`` gives, byte for byte). Device
+and pinned buffers only grow. ``encode`` ends with the frame's
 only host synchronisation.
 
 How the bytes come out identical (no tolerances anywhere):
@@ -42,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..core.cluster_stats import CLUSTER_DTYPE, SUM_LEAF
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow
+from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
 from ..pointcloud_io.pointcloud2 import (
     DATATYPES,
     FLOAT32,
@@ -216,9 +220,9 @@ class _Frame:
 
 #: The codec's kernels: their sources (after the package's ``common.cuh``) and the constants
 #: they are compiled with.
-KERNEL_FILES = ("common.cuh", "pointcloud2.cu")
+KERNEL_FILES = ("common.cuh", "pointcloud2.cu", "pc2_group.cu")
 KERNEL_CONSTANTS = (("PC2_SUM_LEAF", SUM_LEAF),)
-KERNELS = ("pc2_decode", "pc2_encode", "pc2_table_f32", "pc2_table_f64")
+KERNELS = ("pc2_decode", "pc2_encode", "pc2_table_f32", "pc2_table_f64", "pc2_group_records")
 
 
 class CudaFrameCodec:
@@ -325,19 +329,24 @@ class CudaFrameCodec:
             self._frame = _Frame(plan, layout, bool(cloud.is_dense), raw, coords)
             return DecodedFrame(points.reshape(n, 3), mask)
 
-    def encode(self, labels: Any, sizes: Any, copy: bool = True) -> EncodedFrame:
+    def encode(
+        self, labels: Any, sizes: Any, copy: bool = True, group: bool = False
+    ) -> EncodedFrame:
         """The labelled cloud, cluster table and implausible count of the last decoded frame.
 
         Args:
             labels: (N,) int labels (CuPy, or NumPy), -1 for points in no kept cluster.
             sizes: (K,) host array, ``sizes[k]`` points labelled k (``ClusterResult.
                 cluster_sizes``).
-            copy: copy the labelled payload out of the pinned buffer the next ``encode`` reuses
-                (about 0.3 ms for 120 k points); False hands out a view of it, valid until then.
+            copy: copy the labelled payload (and the grouped records) out of the pinned buffers
+                the next ``encode`` reuses (about 0.3 ms for 120 k points); False hands out views
+                of them, valid until then.
+            group: also gather each cluster's input records (``EncodedFrame.grouped``).
 
         Returns:
             ``append_fields(cloud, {"cluster_id": labels, "rgb": pack_rgb(cluster_rgb(
-            labels))})`` and ``cluster_table(read_xyz(cloud), labels, K)`` (a copy).
+            labels))})`` and ``cluster_table(read_xyz(cloud), labels, K)`` (a copy); with
+            ``group``, ``group_records(point_bytes(cloud), labels, K)`` (``cpu/frame.py``).
 
         Raises:
             ValueError: labels or sizes of the wrong shape, labels below -1, or sizes that are
@@ -397,6 +406,7 @@ class CudaFrameCodec:
                 )
             else:
                 payload_host = self._buffers.pinned("output", 0)
+            grouped_host = self._group(frame, sizes, keys if n else None, stream) if group else None
             table_host = self._buffers.pinned("table", 4 * (table_words + _STATUS_WORDS)).view(
                 np.uint32
             )
@@ -416,10 +426,15 @@ class CudaFrameCodec:
             if flags_set:
                 raise ValueError(f"labels do not number exactly {k} non-empty clusters")
             payload = payload_host[:out_bytes]
+            grouped = None
+            if grouped_host is not None:
+                records = grouped_host.copy() if copy else grouped_host
+                grouped = GroupedRecords(counts=sizes.copy(), records=records)
             return EncodedFrame(
                 labeled=self._output_cloud(frame, payload.copy() if copy else payload),
                 table=table_host[:table_words].view(CLUSTER_DTYPE).copy(),
                 implausible_points=int(status_host[1]),
+                grouped=grouped,
             )
 
     def _output_cloud(self, frame: _Frame, payload: np.ndarray) -> RawCloud:
@@ -489,6 +504,39 @@ class CudaFrameCodec:
                 err,
             ),
         )
+
+    def _group(self, frame: _Frame, sizes: np.ndarray, keys: Any, stream: Any) -> np.ndarray:
+        """Queue the gather of the clustered points' input records in cluster order (by the keys
+        :meth:`_table` sorted) and their copy into a pinned buffer; returns that buffer's
+        (records, point_step) view, filled once the stream is synchronised."""
+        cupy = self._cp
+        plan = frame.plan
+        step = max(plan.point_step, 0)
+        count = int(sizes.sum())
+        nbytes = count * step
+        host = self._buffers.pinned("grouped", nbytes)
+        if nbytes:
+            device = self._buffers.device("grouped", nbytes, np.uint8)
+            unit = 4 if step % 4 == 0 and plan.row_step % 4 == 0 else 1
+            self._kernels["pc2_group_records"](
+                _blocks(nbytes // unit),
+                (THREADS,),
+                (
+                    frame.raw,
+                    keys,
+                    np.int64(plan.num_points - count),
+                    np.int64(count),
+                    np.int32(plan.width),
+                    np.int64(plan.row_step),
+                    np.int32(step),
+                    np.int32(unit),
+                    device,
+                ),
+            )
+            cupy.cuda.runtime.memcpyAsync(
+                host.ctypes.data, device.data.ptr, nbytes, _D2H, stream.ptr
+            )
+        return host.reshape(count, step)
 
     def _dummy(self, dtype: Any) -> Any:
         return self._buffers.device(f"dummy_{np.dtype(dtype).name}", 1, dtype)

@@ -3,12 +3,14 @@
     >>> pipeline = FramePipeline("auto")
     >>> output = pipeline.process(cloud, ClusterConfig(d_th=0.5), FrameWindow(max_range=40.0))
     >>> output.labeled, output.clusters, output.table, output.result
+    >>> pipeline.process(cloud, config, window, group_records=True).grouped  # records by cluster
 
 The backend's frame codec (``Backend.frame_codec``: ``cpu/frame.py`` or ``cuda/frame.py``, twins
 with identical output) decodes the PointCloud2 payload onto the backend's device; the stages run
 there in order; the clusterer labels the points; the codec encodes the labelled cloud and the
 cluster table. On the CUDA backend the frame stays on the GPU from one host -> device copy of the
-raw payload to one copy back and one synchronisation.
+raw payload to one copy back and one synchronisation; the records grouped by cluster, asked for
+by a caller that publishes each cluster's points, come back with it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 from ..clusterer import Backend, EuclideanClusterer, make_backend
 from ..core.config import ClusterConfig
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow
+from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
 from ..core.memory import StructureTooLargeError
 from ..core.result import ClusterResult
 from ..core.work import WorkTooLargeError
@@ -53,6 +55,9 @@ class FrameOutput:
         fallback_reason: why this frame ran otherwise than configured, or None.
         implausible_points: finite points not clustered because a coordinate exceeded
             ``max_coordinate``.
+        grouped: with ``process(..., group_records=True)``, each cluster's input records
+            (counts, and the records of cluster 0, then 1, ..., each in input order; a view of a
+            buffer the next frame reuses where the pipeline does not ``copy_output``), else None.
     """
 
     labeled: RawCloud
@@ -61,6 +66,7 @@ class FrameOutput:
     result: ClusterResult
     fallback_reason: str | None = None
     implausible_points: int = 0
+    grouped: GroupedRecords | None = None
 
 
 class FramePipeline:
@@ -81,11 +87,12 @@ class FramePipeline:
             backend: ``auto``, ``cuda``, ``cpu``, or a backend object.
             device_id: CUDA device of a backend given by name.
             stages: run in order on every decoded frame, before clustering.
-            copy_output: copy the labelled payload out of a buffer the next frame reuses (GPU
-                codec: about 0.3 ms for 120 k points), so that a :class:`FrameOutput` stays
-                valid for good. False saves the copy for a caller that is done with ``labeled``
-                before it calls :meth:`process` again (the node publishes, which copies, before
-                it processes the next frame); ``table`` and ``clusters`` are always copies.
+            copy_output: copy the labelled payload (and the grouped records) out of buffers the
+                next frame reuses (GPU codec: about 0.3 ms for 120 k points), so that a
+                :class:`FrameOutput` stays valid for good. False saves the copy for a caller that
+                is done with ``labeled`` and ``grouped`` before it calls :meth:`process` again
+                (the node publishes, which copies, before it processes the next frame); ``table``
+                and ``clusters`` are always copies.
 
         Raises:
             ConfigError: unknown backend name, or ``cuda`` without a CUDA device.
@@ -112,13 +119,22 @@ class FramePipeline:
     def warm_up(self, config: ClusterConfig, window: FrameWindow) -> None:
         """Run a random cloud through :meth:`process` once, so that loading the kernels and
         growing the memory pool happen at start-up rather than in the first frame (which would
-        otherwise take a few hundred ms and make the node skip the frames behind it)."""
+        otherwise take a few hundred ms and make the node skip the frames behind it); the
+        records are grouped too, so that their buffers exist before a frame asks for them."""
         n = self._codec.warm_up_points
         xyz = np.random.default_rng(0).uniform((-50.0, -50.0, -2.0), (50.0, 50.0, 2.0), (n, 3))
-        self.process(from_xyz(xyz), config, window)
+        self.process(from_xyz(xyz), config, window, group_records=True)
 
-    def process(self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow) -> FrameOutput:
-        """Cluster one cloud.
+    def process(
+        self,
+        cloud: RawCloud,
+        config: ClusterConfig,
+        window: FrameWindow,
+        *,
+        group_records: bool = False,
+    ) -> FrameOutput:
+        """Cluster one cloud; with ``group_records``, also group the input records by cluster
+        (:attr:`FrameOutput.grouped`: on the GPU backend a gather there and one more copy back).
 
         A frame whose graph structure would not fit (one of the paper's methods on a dense cloud:
         ``StructureTooLargeError``) or whose neighbour search would take longer than
@@ -130,35 +146,37 @@ class FramePipeline:
             PointCloud2Error: the cloud cannot be decoded (missing x/y/z, malformed layout).
         """
         try:
-            return self._process_here_or_on_host(cloud, config, window)
+            return self._process_here_or_on_host(cloud, config, window, group_records)
         except (StructureTooLargeError, WorkTooLargeError) as error:
             reason = f"{error}; frame run with union_find"
         fused = config.with_changes(method="union_find", search="range")
-        output = self._process_here_or_on_host(cloud, fused, window)
+        output = self._process_here_or_on_host(cloud, fused, window, group_records)
         reasons = (reason, output.fallback_reason) if output.fallback_reason else (reason,)
         return replace(output, fallback_reason="; ".join(reasons))
 
     def _process_here_or_on_host(
-        self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow
+        self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, group: bool
     ) -> FrameOutput:
         """The frame on this backend; on the CPU when the device runs out of memory."""
         try:
-            return self._process(cloud, config, window)
+            return self._process(cloud, config, window, group)
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
             reason = f"{self._backend.name} backend out of memory ({error}); frame run on the CPU"
         if self._host is None:
             self._host = FramePipeline("cpu", stages=self._stages)
-        return replace(self._host._process(cloud, config, window), fallback_reason=reason)
+        return replace(self._host._process(cloud, config, window, group), fallback_reason=reason)
 
-    def _process(self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow) -> FrameOutput:
+    def _process(
+        self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, group: bool
+    ) -> FrameOutput:
         frame = self._codec.decode(cloud, window)
         for stage in self._stages:
             frame = stage.apply(frame)
         result = self._clusterer_for(config).cluster(frame.points, frame.mask)
         encoded: EncodedFrame = self._codec.encode(
-            result.labels, result.cluster_sizes, copy=self._copy_output
+            result.labels, result.cluster_sizes, copy=self._copy_output, group=group
         )
         return FrameOutput(
             labeled=encoded.labeled,
@@ -166,6 +184,7 @@ class FramePipeline:
             table=encoded.table,
             result=result,
             implausible_points=encoded.implausible_points,
+            grouped=encoded.grouped,
         )
 
     def _clusterer_for(self, config: ClusterConfig) -> EuclideanClusterer:

@@ -236,7 +236,12 @@ class EuclideanClusterNode(Node):
                 stamp = Time(sec=decoded.stamp.sec, nanosec=decoded.stamp.nanosec)
                 frame_id = decoded.frame_id
             settings = self._settings
-            output = self._pipeline.process(cloud, settings.cluster, settings.window)
+            output = self._pipeline.process(
+                cloud,
+                settings.cluster,
+                settings.window,
+                group_records=self._outputs.groups_records(),
+            )
         except PointCloud2Error as error:
             self._reject(error.kind, f"bad PointCloud2: {error}")
             return

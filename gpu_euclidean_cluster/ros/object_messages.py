@@ -47,6 +47,7 @@ from .serialized import (
     CdrWriter,
     HeaderLike,
     RowCodec,
+    Scratch,
     UnsupportedLayoutError,
     same_serialization,
 )
@@ -135,6 +136,22 @@ def cluster_points(cloud: RawCloud, labels: np.ndarray, clusters: int) -> Cluste
         is_bigendian=cloud.is_bigendian,
         counts=counts,
         records=np.take(records, order[unclustered:], axis=0),
+    )
+
+
+def grouped_points(cloud: RawCloud, counts: np.ndarray, records: np.ndarray) -> ClusterPoints:
+    """The :class:`ClusterPoints` of ``cloud`` whose records are already grouped (``counts`` per
+    cluster, ``records`` a (sum of counts, point_step) uint8 array: the frame layer's
+    ``GroupedRecords``)."""
+    counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+    if records.shape != (int(counts.sum()), cloud.point_step):
+        raise ValueError(f"records of shape {records.shape} for {int(counts.sum())} points")
+    return ClusterPoints(
+        fields=tuple(cloud.fields),
+        point_step=cloud.point_step,
+        is_bigendian=cloud.is_bigendian,
+        counts=counts,
+        records=np.ascontiguousarray(records),
     )
 
 
@@ -260,10 +277,15 @@ def objects_cdr(codec: RowCodec, table: np.ndarray, header: HeaderLike) -> bytes
 
 
 def feature_objects_cdr(
-    codec: RowCodec, table: np.ndarray, points: ClusterPoints, header: HeaderLike
+    codec: RowCodec,
+    table: np.ndarray,
+    points: ClusterPoints,
+    header: HeaderLike,
+    scratch: Scratch | None = None,
 ) -> bytes:
     """The bytes of :func:`feature_objects_message`, with ``codec`` a DetectedObjectWithFeature
-    codec for ``len(points.fields)`` fields (unchecked: use :class:`FeatureObjectsEncoder`)."""
+    codec for ``len(points.fields)`` fields (unchecked: use :class:`FeatureObjectsEncoder`),
+    built in ``scratch`` where given. The records are copied once, into the result."""
     if len(points.counts) != len(table):
         raise ValueError(f"{len(points.counts)} clusters of points for {len(table)} rows")
     cloud = "feature.cluster."
@@ -288,8 +310,9 @@ def feature_objects_cdr(
         columns[f"{at}datatype"] = field.datatype
         columns[f"{at}count"] = field.count
     writer = _array_start(header, len(table))
-    pieces = codec.encode_pieces(len(table), columns, writer.position, points.records.reshape(-1))
-    return b"".join((writer.value(), *pieces))
+    return codec.encode_joined(
+        writer.value(), len(table), columns, points.records.reshape(-1), scratch
+    )
 
 
 def detections_cdr(codec: RowCodec, table: np.ndarray, header: HeaderLike) -> bytes:
@@ -363,6 +386,7 @@ class FeatureObjectsEncoder(_Encoder):
 
     def __init__(self) -> None:
         self._verified = _verified("DetectedObjectsWithFeature")
+        self._scratch = Scratch()  # the objects' bytes (~0.9 kB each), reused frame to frame
 
     @property
     def serializes(self) -> bool:
@@ -372,7 +396,8 @@ class FeatureObjectsEncoder(_Encoder):
         """The message of the cluster rows ``table`` and their points."""
         if not self._verified:
             return feature_objects_message(table, points, header)
-        return feature_objects_cdr(_feature_codec(len(points.fields)), table, points, header)
+        codec = _feature_codec(len(points.fields))
+        return feature_objects_cdr(codec, table, points, header, self._scratch)
 
 
 class DetectionsEncoder(_Encoder):

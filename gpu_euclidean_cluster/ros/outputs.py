@@ -11,7 +11,10 @@ Topics (relative to the node's namespace):
 - ``output/markers`` (visualization_msgs/MarkerArray), published last.
 
 Everything goes out as CDR bytes built column-wise (:mod:`.serialized`, :mod:`.object_messages`).
-An output without a subscriber is not built at all.
+An output without a subscriber is not built at all. The clusters' points of
+``output/objects_with_feature`` come grouped by cluster from the frame layer (on the GPU backend
+gathered there), which the node asks for while that output has a subscriber
+(:meth:`NodeOutputs.groups_records`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .object_messages import (
     FeatureObjectsEncoder,
     ObjectsEncoder,
     cluster_points,
+    grouped_points,
 )
 from .serialized import MarkerEncoder, publishable_cloud
 
@@ -108,6 +112,12 @@ class NodeOutputs:
             line += f"; not published: {', '.join(unavailable)}"
         node.get_logger().info(line)
 
+    def groups_records(self) -> bool:
+        """Whether the next frame should be processed with its records grouped by cluster
+        (``FramePipeline.process(..., group_records=True)``): while
+        ``output/objects_with_feature`` has a subscriber."""
+        return self._objects_with_feature is not None and _listened(self._objects_with_feature[0])
+
     @property
     def topics(self) -> list[str]:
         """The output topics this node publishes (relative names)."""
@@ -154,7 +164,10 @@ def _listened(publisher: Any) -> bool:
 
 
 def _points(output: FrameOutput, cloud: RawCloud) -> ClusterPoints:
-    """The input records of each cluster, by the labels in the labelled cloud (on the host even
-    when the frame ran on the GPU)."""
+    """The input records of each cluster: the frame's grouped records, or where it has none (a
+    subscriber came between processing and publishing) grouped here by the labels in the
+    labelled cloud."""
+    if output.grouped is not None:
+        return grouped_points(cloud, output.grouped.counts, output.grouped.records)
     labels = read_fields(output.labeled, ["cluster_id"])["cluster_id"]
     return cluster_points(cloud, labels, len(output.table))

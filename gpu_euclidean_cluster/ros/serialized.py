@@ -27,11 +27,13 @@ return message objects instead of bytes: never wrong bytes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import importlib
 import logging
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -97,6 +99,40 @@ class HeaderLike(Protocol):
 
 class UnsupportedLayoutError(ValueError):
     """A message type has a member the column-wise encoder cannot write."""
+
+
+class Scratch:
+    """A grow-only byte buffer an encoder reuses frame after frame for :class:`RowCodec`'s
+    stream, instead of allocating (and the kernel zeroing fresh pages of) a new one per frame.
+    What a codec returns from it is valid until its next use."""
+
+    def __init__(self) -> None:
+        self._buffer = np.zeros(0, dtype=np.uint64)
+
+    def zeros(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` (rounded up to whole 8-byte words) of zeros, as uint8."""
+        words = -(-nbytes // 8)
+        if self._buffer.size < words:
+            self._buffer = np.zeros(words + words // 4, dtype=np.uint64)
+        else:
+            self._buffer[:words] = 0
+        return self._buffer[:words].view(np.uint8)
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """No garbage collection in the block (where it was enabled): for code that makes thousands
+    of short-lived tracked objects (memoryviews) at once, which would otherwise start several
+    collections per frame, and every few dozen frames a full one of the whole process (over
+    10 ms in a node). The objects are freed in the block, so nothing is left to collect."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class CdrWriter:
@@ -256,7 +292,9 @@ class RowCodec:
             else:
                 self._steps.append(_Run.of((leaf,), self._max_align))
 
-    def encode(self, rows: int, columns: Mapping[str, Any], start: int) -> np.ndarray:
+    def encode(
+        self, rows: int, columns: Mapping[str, Any], start: int, scratch: Scratch | None = None
+    ) -> np.ndarray:
         """The bytes of ``rows`` messages, the first one at ``start`` bytes after the header.
 
         Args:
@@ -264,6 +302,8 @@ class RowCodec:
             columns: dotted member path -> one value for every message or a (rows,) array;
                 strings as ``bytes`` or a NumPy ``S`` array.
             start: stream position (after the encapsulation header) of the first message.
+            scratch: the buffer to build them in (the result is then a view of it), or None for
+                a new one.
 
         Returns:
             A uint8 array; the message after the last one starts at ``start + len(result)``.
@@ -274,10 +314,32 @@ class RowCodec:
         """
         if self._blob is not None:
             raise ValueError(f"the codec has the blob {self._blob}: use encode_pieces")
-        return self._encode(rows, columns, start)[0]
+        return self._encode(rows, columns, start, scratch)[0]
+
+    def encode_joined(
+        self,
+        prefix: bytes,
+        rows: int,
+        columns: Mapping[str, Any],
+        blob: np.ndarray,
+        scratch: Scratch | None = None,
+    ) -> bytes:
+        """``prefix`` (the encapsulation header and whatever precedes the messages), then the
+        messages of :meth:`encode_pieces` (the first one at ``len(prefix) - 4``), as one
+        ``bytes``: the blob bytes copied once, with no garbage collection in between
+        (:func:`collection_paused`)."""
+        with collection_paused():
+            start = len(prefix) - len(ENCAPSULATION)
+            pieces = self.encode_pieces(rows, columns, start, blob, scratch)
+            return b"".join((prefix, *pieces))
 
     def encode_pieces(
-        self, rows: int, columns: Mapping[str, Any], start: int, blob: np.ndarray
+        self,
+        rows: int,
+        columns: Mapping[str, Any],
+        start: int,
+        blob: np.ndarray,
+        scratch: Scratch | None = None,
     ) -> list[memoryview]:
         """Like :meth:`encode`, for a codec with a blob: ``columns[blob path]`` holds each
         message's blob size (one for all or a (rows,) array) and ``blob`` all their bytes, message
@@ -294,7 +356,7 @@ class RowCodec:
         sizes = np.broadcast_to(np.asarray(columns.get(self._blob, 0), dtype=np.int64), rows)
         if int(sizes.sum()) != blob.nbytes:
             raise ValueError(f"blob sizes add up to {int(sizes.sum())}, not {blob.nbytes}")
-        stream, holes = self._encode(rows, columns, start)
+        stream, holes = self._encode(rows, columns, start, scratch)
         source = memoryview(stream)
         if rows == 0:
             return [source]
@@ -309,7 +371,7 @@ class RowCodec:
         return pieces
 
     def _encode(
-        self, rows: int, columns: Mapping[str, Any], start: int
+        self, rows: int, columns: Mapping[str, Any], start: int, scratch: Scratch | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The stream from ``start`` and where each message's blob hole is in it (if any)."""
         unknown = set(columns) - self._settable
@@ -330,18 +392,23 @@ class RowCodec:
         end = int(starts[-1])
         # Indexed by stream position; whole 8-byte words, so that it views as any number type
         # with every aligned member at an element boundary.
-        stream = np.zeros(-(-end // 8), dtype=np.uint64).view(np.uint8)
+        if scratch is None:
+            stream = np.zeros(-(-end // 8), dtype=np.uint64).view(np.uint8)
+        else:
+            stream = scratch.zeros(end)
         position = starts[:-1]
         for step in self._steps:
             if isinstance(step, _Run):
                 phase = position & (self._max_align - 1)
-                if (phase == phase[0]).all():  # one layout for all rows: scalar offsets
+                if (phase == phase[0]).all():  # one layout for all rows: one scatter per type
                     phase = int(phase[0])
-                for column, leaf in enumerate(step.leaves):
-                    value = values[leaf.path]
-                    if np.any(value):  # the stream starts zeroed
-                        offset = position + step.offsets[phase, column]
-                        _scatter_numbers(stream, offset, leaf, value)
+                    self._scatter_run(stream, position, phase, step, values)
+                else:
+                    for column, leaf in enumerate(step.leaves):
+                        value = values[leaf.path]
+                        if _nonzero(value):  # the stream starts zeroed
+                            offset = position + step.offsets[phase, column]
+                            _scatter_numbers(stream, offset, leaf, value)
                 position = position + step.sizes[phase]
             elif step.kind == "blob":
                 position = position + (-position & 3)  # a uint32 length
@@ -356,6 +423,47 @@ class RowCodec:
                 _scatter_string(stream, position, values[step.path], lengths[step.path])
                 position = position + lengths[step.path]
         return stream[start:end], holes
+
+    def _scatter_run(
+        self,
+        stream: np.ndarray,
+        position: np.ndarray,
+        phase: int,
+        run: _Run,
+        values: Mapping[str, Any],
+    ) -> None:
+        """Write the members of ``run`` that are not zero, starting at ``position`` (every row
+        at the same ``phase`` modulo ``M``): one scatter per number type for all of them.
+
+        With ``position = M * q + phase``, a member at ``offset`` of size ``s`` is element
+        ``q * (M / s) + (phase + offset) / s`` of the stream viewed as that type (exact: the
+        member is aligned, and ``s`` divides ``M``).
+        """
+        big = self._max_align
+        rows = len(position)
+        groups: dict[np.dtype, list[tuple[int, _Leaf, Any]]] = {}
+        for column, leaf in enumerate(run.leaves):
+            value = values[leaf.path]
+            if _nonzero(value):
+                groups.setdefault(leaf.dtype, []).append((column, leaf, value))
+        if not groups:
+            return
+        base = position // big
+        for dtype, members in groups.items():
+            size = dtype.itemsize
+            width = sum(leaf.count for _, leaf, _ in members)
+            elements = np.empty(width, dtype=np.int64)
+            block = np.empty((rows, width), dtype=dtype)
+            at = 0
+            for column, leaf, value in members:
+                first = (phase + int(run.offsets[phase, column])) // size
+                elements[at : at + leaf.count] = np.arange(first, first + leaf.count)
+                if isinstance(value, np.ndarray) and value.ndim == 1 and leaf.count == 1:
+                    value = value[:, None]  # one per row
+                block[:, at : at + leaf.count] = value
+                at += leaf.count
+            index = base[:, None] * (big // size) + elements
+            stream.view(dtype)[index] = block
 
     def _row_starts(self, rows: int, lengths: Mapping[str, Any], start: int) -> np.ndarray:
         """Stream positions where each message begins (before its first member's alignment),
@@ -486,6 +594,16 @@ def _string_lengths(value: bytes | np.ndarray) -> int | np.ndarray:
     if isinstance(value, bytes):
         return len(value) + 1
     return np.char.str_len(value).astype(np.int64) + 1
+
+
+def _nonzero(value: Any) -> bool:
+    """Whether a column value (a number, a NumPy scalar or array, or bytes) has a byte to write:
+    ``np.any`` without its overhead for the common Python scalars."""
+    if isinstance(value, (bool, int, float)):
+        return value != 0
+    if isinstance(value, np.ndarray):
+        return bool(value.any())
+    return bool(np.any(value))
 
 
 def _scatter_numbers(stream: np.ndarray, position: np.ndarray, leaf: _Leaf, value: Any) -> None:

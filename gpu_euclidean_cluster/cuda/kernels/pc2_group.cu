@@ -1,0 +1,39 @@
+// The frame codec's grouping of the input records by cluster, for the object messages that
+// carry each cluster's points (cuda/frame.py, CudaFrameCodec.encode(..., group=True)); compiled
+// in the pointcloud2 unit, after pointcloud2.cu, whose pc2_table sorts the keys it reads. Twin of
+// cpu/frame.py's group_records: the same bytes.
+//
+// keys: the frame's (label + 1) << 32 | index keys, sorted, so that the points in no cluster come
+// first and each cluster's points follow in input order; the `count` keys from `first` are the
+// clustered points. Each output record is the input point's `point_step` bytes (row padding left
+// out), copied in units of `unit` bytes (4 where point_step and row_step are multiples of 4 and
+// the payload is 4-aligned, else 1).
+
+template <typename T>
+__device__ __forceinline__ void pc2_group_copy(const T* __restrict__ raw,
+                                               const unsigned long long* __restrict__ keys,
+                                               long long first, long long units, int width,
+                                               long long row_units, int step_units,
+                                               T* __restrict__ out) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < units; t += stride) {
+        const long long r = t / step_units;
+        const int u = (int)(t - r * step_units);
+        const unsigned i = (unsigned)(keys[first + r] & 0xffffffffull);
+        out[t] = raw[(long long)(i / (unsigned)width) * row_units +
+                     (long long)(i % (unsigned)width) * step_units + u];
+    }
+}
+
+extern "C" __global__ void pc2_group_records(const unsigned char* __restrict__ raw,
+                                             const unsigned long long* __restrict__ keys,
+                                             long long first, long long count, int width,
+                                             long long row_step, int point_step, int unit,
+                                             unsigned char* __restrict__ out) {
+    if (unit == 4) {
+        pc2_group_copy((const unsigned*)raw, keys, first, count * (point_step / 4), width,
+                       row_step / 4, point_step / 4, (unsigned*)out);
+    } else {
+        pc2_group_copy(raw, keys, first, count * point_step, width, row_step, point_step, out);
+    }
+}
