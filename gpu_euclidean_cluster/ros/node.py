@@ -17,6 +17,7 @@ are validated in a callback and apply from the next frame.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -113,6 +114,11 @@ class EuclideanClusterNode(Node):
         )
         self._sweeps = packet_sweeps(values, self._pipeline.backend)  # bad settings: before warm-up
         self._pipeline.warm_up(self._settings.cluster, self._settings.window)
+        # Everything alive after start-up (rclpy, NumPy, CuPy, the kernels) is moved out of the
+        # cyclic collector's generations: a full collection triggered during a frame then walks
+        # only what frames allocate (on the CPU backend it walked ~58 000 start-up objects, 9 ms
+        # on a 2-core machine).
+        gc.freeze()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._stats = FrameStats()
         self._reported: StatsSnapshot | None = None
