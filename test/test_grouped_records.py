@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster.cpu.frame import group_records
+from gpu_euclidean_cluster.core.frame import group_records
 from gpu_euclidean_cluster.frame import FrameOutput, FramePipeline
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, point_bytes
 

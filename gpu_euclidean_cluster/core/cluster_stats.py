@@ -120,14 +120,22 @@ def _tree_sums(grouped: np.ndarray, counts: np.ndarray) -> np.ndarray:
         if more.size == 0:
             break
         sums[more] += grouped[leaf_start[more] + j]
-    nodes = leaves.copy()  # per cluster: partial sums left at this level
+    return pairwise_tree(sums, leaves)
+
+
+def pairwise_tree(sums: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+    """Per group, its leaf sums added pairwise up a tree: ``sums`` holds ``leaves[g]`` partial
+    sums of group ``g`` after those of group ``g - 1``; at each level partials ``2i`` and
+    ``2i + 1`` of a group are added (an odd last one is carried up). Returns one sum per group
+    (rows of ``sums`` may be vectors). The GPU twins add in the same order."""
+    nodes = leaves.copy()  # per group: partial sums left at this level
     while (nodes > 1).any():
-        first = np.cumsum(nodes) - nodes  # each cluster's first partial in `sums`
+        first = np.cumsum(nodes) - nodes  # each group's first partial in `sums`
         halves = -(-nodes // 2)
-        cluster = np.repeat(np.arange(len(nodes)), halves)
+        group = np.repeat(np.arange(len(nodes)), halves)
         rank = np.arange(int(halves.sum())) - np.repeat(np.cumsum(halves) - halves, halves)
-        left = first[cluster] + 2 * rank
-        paired = 2 * rank + 1 < nodes[cluster]
+        left = first[group] + 2 * rank
+        paired = 2 * rank + 1 < nodes[group]
         combined = sums[left].copy()
         combined[paired] += sums[left[paired] + 1]
         sums, nodes = combined, halves

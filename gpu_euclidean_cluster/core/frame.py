@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 #: Default plausibility limit of a coordinate (m): no LiDAR sees a kilometre, let alone 1000.
 MAX_COORDINATE = 1e6
 
@@ -83,6 +85,28 @@ class GroupedRecords:
 
     counts: Any
     records: Any
+
+
+def group_records(records: np.ndarray, labels: np.ndarray, clusters: int) -> GroupedRecords:
+    """The rows of ``records`` grouped by ``labels`` (one per row, -1 = in no cluster, else
+    ``0..clusters-1``): cluster 0's rows in input order, then cluster 1's, ...; one stable
+    argsort, one gather. The GPU twin gathers by its sorted ``(label + 1) << 32 | index`` keys,
+    the same order.
+
+    Raises:
+        ValueError: labels and records differ in number, or a label is beyond ``clusters``.
+    """
+    labels = np.asarray(labels).reshape(-1)
+    if len(labels) != len(records):
+        raise ValueError(f"{len(labels)} labels for {len(records)} points")
+    # -1 first, then cluster 0, 1, ...; as uint16 keys NumPy's stable sort is a radix sort
+    keys = (labels + 1).astype(np.uint16) if clusters < 0xFFFF else labels
+    order = np.argsort(keys, kind="stable")
+    unclustered = int(np.count_nonzero(labels < 0))
+    counts = np.bincount(labels[order[unclustered:]], minlength=clusters).astype(np.int64)
+    if len(counts) != clusters:
+        raise ValueError(f"labels beyond {clusters} clusters")
+    return GroupedRecords(counts=counts, records=np.take(records, order[unclustered:], axis=0))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cluster_stats import pairwise_tree
+
 #: PCL VoxelGrid's leaf size along z in Autoware's call: two layers, split at z = 0.
 Z_LEAF = 100000.0
 
@@ -75,18 +77,7 @@ def fixed_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     padded = np.zeros((int(leaves.sum()), SPLIT_LEAF + 1, k))
     padded[leaf, rank % SPLIT_LEAF + 1] = values
     sums = np.cumsum(padded, axis=1)[:, -1]
-    nodes = leaves.copy()  # per group: partial sums left at this level
-    while (nodes > 1).any():
-        first = np.cumsum(nodes) - nodes
-        halves = -(-nodes // 2)
-        owner = np.repeat(np.arange(nodes.shape[0]), halves)
-        pair = np.arange(int(halves.sum())) - np.repeat(np.cumsum(halves) - halves, halves)
-        left = first[owner] + 2 * pair
-        paired = 2 * pair + 1 < nodes[owner]
-        combined = sums[left].copy()
-        combined[paired] += sums[left[paired] + 1]
-        sums, nodes = combined, halves
-    return sums
+    return pairwise_tree(sums, leaves)
 
 
 def principal_axes(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
+from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, group_records
 from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, point_bytes, read_xyz
 
 
@@ -49,7 +49,7 @@ class CpuFrameCodec:
     ) -> EncodedFrame:
         """The labelled cloud, cluster table and implausible count of the last decoded frame
         (``copy`` is for the GPU twin's reused buffers: these outputs are always new), and with
-        ``group`` each cluster's input records (:func:`group_records`).
+        ``group`` each cluster's input records (``core.frame.group_records``).
 
         Raises:
             ValueError: ``labels`` do not number exactly ``len(sizes)`` non-empty clusters.
@@ -64,28 +64,6 @@ class CpuFrameCodec:
             implausible_points=self._implausible,
             grouped=group_records(point_bytes(self._cloud), labels, len(sizes)) if group else None,
         )
-
-
-def group_records(records: np.ndarray, labels: np.ndarray, clusters: int) -> GroupedRecords:
-    """The rows of ``records`` grouped by ``labels`` (one per row, -1 = in no cluster, else
-    ``0..clusters-1``): cluster 0's rows in input order, then cluster 1's, ...; one stable
-    argsort, one gather. The GPU twin gathers by its sorted ``(label + 1) << 32 | index`` keys,
-    the same order.
-
-    Raises:
-        ValueError: labels and records differ in number, or a label is beyond ``clusters``.
-    """
-    labels = np.asarray(labels).reshape(-1)
-    if len(labels) != len(records):
-        raise ValueError(f"{len(labels)} labels for {len(records)} points")
-    # -1 first, then cluster 0, 1, ...; as uint16 keys NumPy's stable sort is a radix sort
-    keys = (labels + 1).astype(np.uint16) if clusters < 0xFFFF else labels
-    order = np.argsort(keys, kind="stable")
-    unclustered = int(np.count_nonzero(labels < 0))
-    counts = np.bincount(labels[order[unclustered:]], minlength=clusters).astype(np.int64)
-    if len(counts) != clusters:
-        raise ValueError(f"labels beyond {clusters} clusters")
-    return GroupedRecords(counts=counts, records=np.take(records, order[unclustered:], axis=0))
 
 
 def cluster_mask(xyz: np.ndarray, window: FrameWindow) -> tuple[np.ndarray, int]:

@@ -16,7 +16,7 @@ and ``rgb``) is written by one kernel and copied back once into a reused pinned 
 with the cluster table (count, centroid, box per cluster) reduced on the GPU and the frame's
 implausible-point count; asked to ``group``, it also gathers each cluster's input records in
 cluster order (by the table's sorted keys, ``pc2_group.cu``) into one more pinned buffer, copied
-back in the same way (what ``cpu/frame.py``'s ``group_records`` gives, byte for byte). Device
+back in the same way (what ``core/frame.py``'s ``group_records`` gives, byte for byte). Device
 and pinned buffers only grow. ``encode`` ends with the frame's
 only host synchronisation.
 
@@ -346,7 +346,7 @@ class CudaFrameCodec:
         Returns:
             ``append_fields(cloud, {"cluster_id": labels, "rgb": pack_rgb(cluster_rgb(
             labels))})`` and ``cluster_table(read_xyz(cloud), labels, K)`` (a copy); with
-            ``group``, ``group_records(point_bytes(cloud), labels, K)`` (``cpu/frame.py``).
+            ``group``, ``group_records(point_bytes(cloud), labels, K)`` (``core/frame.py``).
 
         Raises:
             ValueError: labels or sizes of the wrong shape, labels below -1, or sizes that are

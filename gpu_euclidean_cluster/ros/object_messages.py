@@ -42,6 +42,7 @@ import numpy as np
 from std_msgs.msg import Header
 
 from ..core.cluster_stats import cluster_table
+from ..core.frame import group_records
 from ..pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud, point_bytes
 from .serialized import (
     CdrWriter,
@@ -118,24 +119,14 @@ class ClusterPoints:
 
 def cluster_points(cloud: RawCloud, labels: np.ndarray, clusters: int) -> ClusterPoints:
     """The records of ``cloud`` grouped by ``labels`` (one per point, -1 = in no cluster, else
-    ``0..clusters-1``): one stable argsort, one gather."""
-    labels = np.asarray(labels).reshape(-1)
-    records = point_bytes(cloud)
-    if len(labels) != len(records):
-        raise ValueError(f"{len(labels)} labels for {len(records)} points")
-    # -1 first, then cluster 0, 1, ...; as uint16 keys NumPy's stable sort is a radix sort
-    keys = (labels + 1).astype(np.uint16) if clusters < 0xFFFF else labels
-    order = np.argsort(keys, kind="stable")
-    unclustered = int(np.count_nonzero(labels < 0))
-    counts = np.bincount(labels[order[unclustered:]], minlength=clusters).astype(np.int64)
-    if len(counts) != clusters:
-        raise ValueError(f"labels beyond {clusters} clusters")
+    ``0..clusters-1``), by ``core.frame.group_records``."""
+    grouped = group_records(point_bytes(cloud), labels, clusters)
     return ClusterPoints(
         fields=tuple(cloud.fields),
         point_step=cloud.point_step,
         is_bigendian=cloud.is_bigendian,
-        counts=counts,
-        records=np.take(records, order[unclustered:], axis=0),
+        counts=grouped.counts,
+        records=grouped.records,
     )
 
 

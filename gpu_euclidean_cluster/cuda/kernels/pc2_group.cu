@@ -1,7 +1,7 @@
 // The frame codec's grouping of the input records by cluster, for the object messages that
 // carry each cluster's points (cuda/frame.py, CudaFrameCodec.encode(..., group=True)); compiled
 // in the pointcloud2 unit, after pointcloud2.cu, whose pc2_table sorts the keys it reads. Twin of
-// cpu/frame.py's group_records: the same bytes.
+// core/frame.py's group_records (the CPU twin's): the same bytes.
 //
 // keys: the frame's (label + 1) << 32 | index keys, sorted, so that the points in no cluster come
 // first and each cluster's points follow in input order; the `count` keys from `first` are the
