@@ -65,6 +65,9 @@ SETTINGS = {
     "window_flat": NodeSettings(use_height=False, min_range=3.0, max_range=30.0, max_z=0.5),
     "implausible": NodeSettings(max_coordinate=25.0),
     "no_limit": NodeSettings(max_coordinate=float("inf"), max_range=1e200),
+    "lanes": NodeSettings(
+        keep_lanes=True, keep_lane_left_distance=4.0, keep_lane_right_distance=2.5
+    ),
 }
 BASE_POINTS = 16000
 
@@ -272,6 +275,7 @@ def emulate_mask(xyz: np.ndarray, window: FrameWindow) -> tuple[np.ndarray, int]
         plausible = (np.abs(v) <= window.max_coordinate).all(axis=1)
         r2 = v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1]
         inside = (r2 >= low) & (r2 <= high) & (v[:, 2] >= window.min_z) & (v[:, 2] <= window.max_z)
+        inside &= (v[:, 1] >= window.min_y) & (v[:, 1] <= window.max_y)
     finite = np.isfinite(v).all(axis=1)
     return plausible & inside, int(np.count_nonzero(~plausible & finite))
 
@@ -694,6 +698,9 @@ EDGE_SETTINGS = {
     "unbounded": NodeSettings(max_coordinate=float("inf")),
     "huge_range": NodeSettings(max_range=1e200, max_coordinate=1e300),
     "float32_inexact": NodeSettings(min_range=0.1, max_range=30.000001, min_z=-1.7, max_z=0.3),
+    "lanes": NodeSettings(
+        keep_lanes=True, keep_lane_left_distance=1.0, keep_lane_right_distance=0.5
+    ),
 }
 
 
@@ -707,6 +714,10 @@ def test_clip_mask_boundaries_are_inclusive_in_float64():
         assert clip_mask(out, settings.window).tolist() == [True, False, False]
         low = np.array([[np.nextafter(dtype(0.625), dtype(0)), 0.0, 0.0]], dtype=dtype)
         assert not clip_mask(low, settings.window)[0]
+    lanes = EDGE_SETTINGS["lanes"].window  # keep_lanes: -right <= y <= left, inclusive
+    ys = np.array([-0.5, np.nextafter(-0.5, -1), 1.0, np.nextafter(1.0, 2), 0.0])
+    side = np.stack([np.zeros(5), ys, np.zeros(5)], axis=1)
+    assert clip_mask(side, lanes).tolist() == [True, False, True, False, True]
     # r2 is float64's x*x + y*y: (3, 4) is exactly at max_range 5.
     assert clip_mask(np.array([[3.0, 4.0, 0.0]]), NodeSettings(max_range=5.0).window)[0]
     # A square beyond float64's range is inf (no OverflowError): max_range 1e200 bounds nothing,

@@ -29,6 +29,8 @@ class FrameWindow:
         min_range, max_range: horizontal distance window (m, inclusive), compared squared in
             float64 (:meth:`range_bounds_sq`); ``min_range`` >= 0.
         min_z, max_z: height window (m, inclusive), compared in float64.
+        min_y, max_y: side window (m, inclusive, float64): Autoware.ai's ``keep_lanes`` keeps
+            ``-keep_lane_right_distance <= y <= keep_lane_left_distance``.
         max_coordinate: a point with any ``|coordinate|`` above it (float64) is implausible:
             not clustered, and counted when it is finite.
         use_height: cluster on x, y, z (True) or with z set to +0 where finite (False).
@@ -40,15 +42,19 @@ class FrameWindow:
     max_z: float = math.inf
     max_coordinate: float = MAX_COORDINATE
     use_height: bool = True
+    min_y: float = -math.inf
+    max_y: float = math.inf
 
     @property
     def clips(self) -> bool:
-        """True when the range or height window excludes any point."""
+        """True when the range, height or side window excludes any point."""
         return (
             self.min_range > 0.0
             or self.max_range < math.inf
             or self.min_z > -math.inf
             or self.max_z < math.inf
+            or self.min_y > -math.inf
+            or self.max_y < math.inf
         )
 
     def range_bounds_sq(self) -> tuple[float, float]:

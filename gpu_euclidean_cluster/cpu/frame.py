@@ -85,7 +85,8 @@ def cluster_mask(xyz: np.ndarray, window: FrameWindow) -> tuple[np.ndarray, int]
 
 
 def clip_mask(xyz: np.ndarray, window: FrameWindow) -> np.ndarray:
-    """True for points inside the range (horizontal distance) and height windows of ``window``.
+    """True for points inside the range (horizontal distance), height and side windows of
+    ``window``.
 
     Everything is compared in float64, both bounds inclusive:
 
@@ -94,7 +95,8 @@ def clip_mask(xyz: np.ndarray, window: FrameWindow) -> np.ndarray:
       :meth:`FrameWindow.range_bounds_sq` (a square beyond float64's range is inf, so a
       ``max_range`` above about 1.3e154 m bounds nothing). A point at exactly ``max_range``
       (``r2 == max_range**2``) is in, as is one at ``min_range``.
-    * height: z as float64 against ``min_z`` and ``max_z``.
+    * height: z as float64 against ``min_z`` and ``max_z``; side: y against ``min_y`` and
+      ``max_y``.
 
     No libm function is involved, so the GPU twin (``pc2_decode``: ``__dmul_rn``,
     ``__dadd_rn``, no FMA) gives the same mask bit for bit. NaN compares False; an infinite
@@ -110,6 +112,8 @@ def clip_mask(xyz: np.ndarray, window: FrameWindow) -> np.ndarray:
         & (r2 <= max_range_sq)
         & (z >= float(window.min_z))
         & (z <= float(window.max_z))
+        & (y >= float(window.min_y))
+        & (y <= float(window.max_y))
     )
 
 

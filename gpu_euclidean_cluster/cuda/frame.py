@@ -28,7 +28,8 @@ How the bytes come out identical (no tolerances anywhere):
   subnormal float32 values; the GPU's ``cvt`` would also lose NaN payloads).
 * **Mask**: plausibility (every ``|coordinate| <= max_coordinate``) and the window of
   ``clip_mask`` (``cpu/frame.py``) are defined in float64: ``x*x + y*y`` against
-  ``min_range**2`` and ``max_range**2``, ``z`` against ``min_z``/``max_z``. The kernel does the
+  ``min_range**2`` and ``max_range**2``, ``z`` against ``min_z``/``max_z``, ``y`` against
+  ``min_y``/``max_y``. The kernel does the
   same double operations, each rounded once (``__dmul_rn``, ``__dadd_rn``, no FMA).
 * **Payload**: ``append_fields``' layout (:func:`output_layout`) and ``cluster_rgb``'s HSV
   formula evaluated in float64 with the same operations.
@@ -317,6 +318,8 @@ class CudaFrameCodec:
                     np.float64(max_range_sq),
                     np.float64(window.min_z),
                     np.float64(window.max_z),
+                    np.float64(window.min_y),
+                    np.float64(window.max_y),
                     np.float64(window.max_coordinate),
                     np.int32(write_table),
                     points,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..core import config
 from ..core.config import ConfigError
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
-from .settings import DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE, NODE_MAX_WORK_S
+from .settings import DEFAULT_LANE_DISTANCE, DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE, NODE_MAX_WORK_S
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,24 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         math.inf,
         "Points above this height (m, input frame) are not clustered; .inf = no limit.",
         bounds=(-math.inf, math.inf),
+    ),
+    ParameterSpec(
+        "keep_lanes",
+        False,
+        "Autoware.ai's side filter: only points with -keep_lane_right_distance <= y <= "
+        "keep_lane_left_distance (m, input frame) are clustered.",
+    ),
+    ParameterSpec(
+        "keep_lane_left_distance",
+        DEFAULT_LANE_DISTANCE,
+        "keep_lanes: the largest y (m, to the left) of a clustered point.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "keep_lane_right_distance",
+        DEFAULT_LANE_DISTANCE,
+        "keep_lanes: the largest -y (m, to the right) of a clustered point.",
+        bounds=(0.0, math.inf),
     ),
     ParameterSpec(
         "memory_budget_mb",

@@ -16,6 +16,8 @@ from ..core.frame import MAX_COORDINATE, FrameWindow
 #: Default limit of a frame's estimated neighbour search (s): a frame must not hold the node up
 #: for more than about ten frames of a 10 Hz sensor.
 NODE_MAX_WORK_S = 1.0
+#: Autoware.ai's default keep_lane_left_distance and keep_lane_right_distance (m).
+DEFAULT_LANE_DISTANCE = 5.0
 #: Default share of lost frames in a diagnostics window that turns the status to WARN.
 DIAGNOSTICS_WARN_SHARE = 0.1
 
@@ -32,6 +34,9 @@ class NodeSettings:
         min_z, max_z: height window in metres of clustered points.
         max_coordinate: points with a larger |coordinate| (m) are implausible and not clustered.
         diagnostics_warn_share: share of lost frames in a diagnostics window that means WARN.
+        keep_lanes: Autoware.ai's side filter: only points with
+            ``-keep_lane_right_distance <= y <= keep_lane_left_distance`` (m, input frame) are
+            clustered.
     """
 
     cluster: ClusterConfig = field(
@@ -44,6 +49,9 @@ class NodeSettings:
     max_z: float = math.inf
     max_coordinate: float = MAX_COORDINATE
     diagnostics_warn_share: float = DIAGNOSTICS_WARN_SHARE
+    keep_lanes: bool = False
+    keep_lane_left_distance: float = DEFAULT_LANE_DISTANCE
+    keep_lane_right_distance: float = DEFAULT_LANE_DISTANCE
 
     @property
     def window(self) -> FrameWindow:
@@ -58,6 +66,8 @@ class NodeSettings:
             max_z=self.max_z,
             max_coordinate=self.max_coordinate,
             use_height=self.use_height or self.cluster.algorithm == "voxel_grid",
+            min_y=-self.keep_lane_right_distance if self.keep_lanes else -math.inf,
+            max_y=self.keep_lane_left_distance if self.keep_lanes else math.inf,
         )
 
 
@@ -73,6 +83,10 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
     ]
     if values["min_range"] < 0:  # type: ignore[operator]
         problems.append(f"min_range must be >= 0 m, got {values['min_range']}")
+    for name in ("keep_lane_left_distance", "keep_lane_right_distance"):
+        lane = values[name]
+        if isinstance(lane, bool) or not isinstance(lane, (int, float)) or not lane >= 0:
+            problems.append(f"{name} must be a number of metres >= 0, got {lane!r}")
     if not values["max_coordinate"] > 0:  # type: ignore[operator]
         problems.append(f"max_coordinate must be > 0 m, got {values['max_coordinate']}")
     if not 0 <= values["diagnostics_warn_share"] <= 1:  # type: ignore[operator]
@@ -110,6 +124,9 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         max_z=float(values["max_z"]),  # type: ignore[arg-type]
         max_coordinate=float(values["max_coordinate"]),  # type: ignore[arg-type]
         diagnostics_warn_share=float(values["diagnostics_warn_share"]),  # type: ignore[arg-type]
+        keep_lanes=bool(values["keep_lanes"]),
+        keep_lane_left_distance=float(values["keep_lane_left_distance"]),  # type: ignore[arg-type]
+        keep_lane_right_distance=float(values["keep_lane_right_distance"]),  # type: ignore[arg-type]
     )
 
 

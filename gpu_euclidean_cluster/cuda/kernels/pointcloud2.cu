@@ -111,8 +111,9 @@ __device__ void pc2_coord(const unsigned char* p, int type, bool big_endian, boo
 //   mask[i]    FrameProcessor's clustering mask: plausible (every |coordinate| <= max_coordinate,
 //              in double) and inside clip_mask's window: x*x + y*y in double (each product and
 //              the sum rounded once, no FMA) within [min_range_sq, max_range_sq], z within
-//              [min_z, max_z]; NaN compares false. The window is always applied: the default
-//              (0, inf, -inf, inf) keeps every plausible point, as FrameProcessor skipping
+//              [min_z, max_z], y within [min_y, max_y]; NaN compares false. The window is
+//              always applied: the default (0, inf, -inf, inf, -inf, inf) keeps every plausible
+//              point, as FrameProcessor skipping
 //              clip_mask does (a plausible coordinate is finite or, with max_coordinate = inf,
 //              infinite, and both pass the default window),
 //   table32/64 x, y, z in the cloud's dtype (float32 / float64 bits; when write_table is 1),
@@ -124,7 +125,8 @@ extern "C" __global__ void pc2_decode(const unsigned char* __restrict__ raw, int
                                       int off_y, int type_y, int off_z, int type_z,
                                       int big_endian, int coords_f64, int use_height,
                                       double min_range_sq, double max_range_sq, double min_z,
-                                      double max_z, double max_coordinate, int write_table,
+                                      double max_z, double min_y, double max_y,
+                                      double max_coordinate, int write_table,
                                       unsigned* __restrict__ points, bool* __restrict__ mask,
                                       unsigned* __restrict__ table32,
                                       unsigned long long* __restrict__ table64, int* status) {
@@ -146,7 +148,7 @@ extern "C" __global__ void pc2_decode(const unsigned char* __restrict__ raw, int
     }
     const double r2 = __dadd_rn(__dmul_rn(v[0], v[0]), __dmul_rn(v[1], v[1]));
     mask[i] = plausible && r2 >= min_range_sq && r2 <= max_range_sq && v[2] >= min_z &&
-              v[2] <= max_z;
+              v[2] <= max_z && v[1] >= min_y && v[1] <= max_y;
     const long long o = 3 * (long long)i;
 #pragma unroll
     for (int k = 0; k < 3; ++k) {
