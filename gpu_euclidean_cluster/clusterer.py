@@ -21,7 +21,9 @@ import numpy as np
 
 from .core.config import BACKENDS, DEFAULT_BACKEND, ClusterConfig, ConfigError
 from .core.device import DeviceInfo, MemoryPeak
+from .core.merging import merge_components
 from .core.numbering import array_module
+from .core.range_bands import band_of_points, offset_components
 from .core.result import ClusterResult, Labelling
 from .core.timing import StageClock
 from .core.work import WorkEstimate, WorkTooLargeError, examined_pairs, needs_estimate
@@ -181,6 +183,7 @@ class EuclideanClusterer:
                 valid &= device_mask
             valid_index = xp.flatnonzero(valid)
             compact = device_points[valid_index]
+            bands = _range_bands(compact, config)
             # voxel_grid searches the voxel centroids (at most one per voxel and z layer), not
             # the points: its search is not estimated.
             if (
@@ -188,13 +191,18 @@ class EuclideanClusterer:
                 and config.max_work_s is not None
                 and needs_estimate(config.method, config.search)
             ):
-                estimate = estimate_work(self.backend, compact, config)
+                estimate = estimate_work(self.backend, compact, config, bands)
                 if estimate.seconds > config.max_work_s:
                     raise WorkTooLargeError(estimate, config.max_work_s)
         if config.algorithm == "voxel_grid":
             labelling = self.backend.label_voxel_grid(compact, config, clock)
-        else:
+        elif bands is None:
             labelling = self.backend.label(compact, config, clock)
+        else:
+            labelling = _label_bands(self.backend, compact, bands, clock)
+        if config.algorithm == "exact" and config.cluster_merge_threshold > 0:
+            with clock("label"):
+                labelling.components = _merged(compact, labelling.components, config)
         with clock("filter"):
             valid_labels, sizes, num_components = self.backend.number_clusters(
                 labelling.components, config.min_cluster_size, config.max_cluster_size
@@ -220,11 +228,80 @@ class EuclideanClusterer:
         )
 
 
-def estimate_work(backend: Backend, points: Any, config: ClusterConfig) -> WorkEstimate:
-    """The neighbour search's work for finite ``points`` with ``config`` on ``backend``."""
-    pairs = examined_pairs(points, config.d_th, config.search)
+def estimate_work(
+    backend: Backend, points: Any, config: ClusterConfig, bands: list[Band] | None = None
+) -> WorkEstimate:
+    """The neighbour search's work for finite ``points`` with ``config`` on ``backend``; with
+    ``bands`` (:func:`_range_bands`), the sum of every band's search with its own tolerance."""
+    if bands is None:
+        pairs = examined_pairs(points, config.d_th, config.search)
+    else:
+        pairs = sum(
+            examined_pairs(points[index], band.d_th, config.search) for index, band in bands
+        )
     rate = backend.pairs_per_second(config.method, config.search)
     return WorkEstimate(config.method, config.search, backend.name, pairs, pairs / rate)
+
+
+#: One range band: the indices of its points among the finite points, and the configuration
+#: its points are labelled with (the band's tolerance as ``d_th``).
+Band = tuple[Any, ClusterConfig]
+
+
+def _range_bands(points: Any, config: ClusterConfig) -> list[Band] | None:
+    """The non-empty range bands of finite ``points`` (``core/range_bands.py``), or None where
+    the configuration has none (or no points): the whole cloud is then labelled with ``d_th``."""
+    if config.algorithm != "exact" or not config.clustering_ranges or points.shape[0] == 0:
+        return None
+    xp = array_module(points)
+    band = band_of_points(points, config.clustering_ranges)
+    bands = []
+    for number, d_th in enumerate(config.clustering_distances):
+        index = xp.flatnonzero(band == number)
+        if index.shape[0]:
+            band_config = config.with_changes(
+                d_th=d_th, clustering_ranges=(), clustering_distances=(), cluster_merge_threshold=0
+            )
+            bands.append((index, band_config))
+    return bands
+
+
+def _label_bands(backend: Backend, points: Any, bands: list[Band], clock: StageClock) -> Labelling:
+    """Every band labelled on its own with its tolerance; component ids kept apart per band."""
+    labellings = [backend.label(points[index], band, clock) for index, band in bands]
+    with clock("label"):
+        components = offset_components(
+            [
+                (index, labelling.components)
+                for (index, _), labelling in zip(bands, labellings, strict=True)
+            ],
+            int(points.shape[0]),
+        )
+    edges = [labelling.num_edges for labelling in labellings]
+    initial = [labelling.num_labels_after_initial for labelling in labellings]
+    peaks = [labelling.peak_bytes for labelling in labellings if labelling.peak_bytes is not None]
+    return Labelling(
+        components=components,
+        # One name where every band ran the same method (as on real frames), else each in turn.
+        method="+".join(dict.fromkeys(labelling.method for labelling in labellings)),
+        iterations=max(labelling.iterations for labelling in labellings),
+        num_edges=None if None in edges else sum(edges),  # type: ignore[arg-type]
+        num_labels_after_initial=None if None in initial else sum(initial),  # type: ignore[arg-type]
+        peak_bytes=max(peaks) if peaks else None,
+    )
+
+
+def _merged(points: Any, components: Any, config: ClusterConfig) -> Any:
+    """``components`` after Autoware.ai's centroid merging (``core/merging.py``), computed on the
+    host from the x-y coordinates, on ``components``' device."""
+    xp = array_module(components)
+    if int(points.shape[0]) == 0:
+        return components
+    xy = points[:, :2]
+    host_xy = xy if xp is np else xy.get()
+    host_components = components if xp is np else components.get()
+    merged = merge_components(host_xy, host_components, config.cluster_merge_threshold)
+    return merged if xp is np else xp.asarray(merged)
 
 
 def euclidean_cluster(

@@ -43,6 +43,7 @@ XYZI = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4")]
 OUTPUTS = {
     "output/labeled_points": PointCloud2,
     "output/clusters": PointCloud2,
+    "output/ground_points": PointCloud2,
     "output/markers": MarkerArray,
     "/diagnostics": DiagnosticArray,
 }
@@ -54,13 +55,14 @@ def random_domain_id() -> int:
 
 
 @contextlib.contextmanager
-def running_node(backend: str) -> Iterator[tuple[EuclideanClusterNode, Peer]]:
-    """An isolated context with the node on ``backend`` and a connected peer, both spinning."""
+def running_node(backend: str, **overrides: Any) -> Iterator[tuple[EuclideanClusterNode, Peer]]:
+    """An isolated context with the node on ``backend`` (and start-up ``overrides``) and a
+    connected peer, both spinning."""
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=random_domain_id())
-    node = EuclideanClusterNode(
-        context=context, parameter_overrides=[Parameter("backend", value=backend)]
-    )
+    given = [Parameter("backend", value=backend)]
+    given += [Parameter(name, value=value) for name, value in overrides.items()]
+    node = EuclideanClusterNode(context=context, parameter_overrides=given)
     peer = Peer(context, (node,))
     try:
         peer.wait_connected()

@@ -111,7 +111,8 @@ def test_node_publishes_autowares_objects_of_the_librarys_clusters(
     log = (tmp_path / "node.log").read_text()
     assert (
         "outputs (each while it has a subscriber): output/labeled_points, output/clusters, "
-        "output/objects_with_feature, output/objects, output/detections, output/markers\n"
+        "output/ground_points, output/objects_with_feature, output/objects, output/detections, "
+        "output/markers\n"
     ) in log, log
 
     points = frame_points(path)

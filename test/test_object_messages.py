@@ -28,7 +28,7 @@ from std_msgs.msg import Header  # noqa: E402
 from gpu_euclidean_cluster.core.cluster_stats import cluster_table  # noqa: E402
 from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
 from gpu_euclidean_cluster.core.frame import FrameWindow  # noqa: E402
-from gpu_euclidean_cluster.frame import FramePipeline  # noqa: E402
+from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
 from gpu_euclidean_cluster.ros import object_messages as om  # noqa: E402
 from gpu_euclidean_cluster.ros import outputs  # noqa: E402
@@ -283,17 +283,22 @@ class FakeNode:
 
 @pytest.fixture(scope="module")
 def frame():
-    """A small frame through the CPU pipeline, with its input cloud."""
+    """A small frame through the CPU pipeline with ground removal, with its input cloud: twelve
+    blobs above a flat floor at z = -1.7."""
     rng = np.random.default_rng(8)
-    centres = rng.uniform(-20, 20, (12, 3))
-    xyz = np.concatenate([c + rng.uniform(-0.1, 0.1, (30, 3)) for c in centres]).astype("f4")
-    cloud = pc.from_xyz(xyz)
-    return FramePipeline("cpu").process(cloud, ClusterConfig(d_th=0.5), FrameWindow()), cloud
+    centres = rng.uniform((-20, -20, 0), (20, 20, 3), (12, 3))
+    blobs = [c + rng.uniform(-0.1, 0.1, (30, 3)) for c in centres]
+    floor = np.column_stack([rng.uniform(-20, 20, (400, 2)), np.full(400, -1.7)])
+    cloud = pc.from_xyz(np.concatenate([*blobs, floor]).astype("f4"))
+    pipeline = FramePipeline("cpu", stages=[GroundRemoval()])
+    output = pipeline.process(cloud, ClusterConfig(d_th=0.5), FrameWindow())
+    assert output.ground is not None and int(output.ground.sum()) == 400
+    return output, cloud
 
 
 ALL_TOPICS = (
-    "output/labeled_points", "output/clusters", "output/objects_with_feature", "output/objects",
-    "output/detections", "output/markers",
+    "output/labeled_points", "output/clusters", "output/ground_points",
+    "output/objects_with_feature", "output/objects", "output/detections", "output/markers",
 )  # fmt: skip
 
 
@@ -371,7 +376,8 @@ def test_grouped_records_publish_the_same_objects(frame):
     have a subscriber) publishes the bytes of one grouped here from its labels."""
     output, cloud = frame
     settings = (ClusterConfig(d_th=0.5), FrameWindow())
-    grouped = FramePipeline("cpu").process(cloud, *settings, group_records=True)
+    pipeline = FramePipeline("cpu", stages=[GroundRemoval()])  # as the fixture's frame
+    grouped = pipeline.process(cloud, *settings, group_records=True)
     assert grouped.grouped is not None and output.grouped is None
     node = FakeNode()
     node_outputs = outputs.NodeOutputs(node, 5)

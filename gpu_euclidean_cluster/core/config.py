@@ -7,6 +7,7 @@ exactly the same values with the same reasons.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
@@ -106,6 +107,28 @@ class ClusterConfig:
         large_cluster_max_points_per_voxel: ``voxel_grid`` only: points a voxel of a thinned
             piece keeps at most.
 
+        clustering_ranges: ``exact`` only: range-dependent tolerances, Autoware.ai's
+            ``lidar_euclidean_cluster_detect`` (``use_multiple_thres``, ``clustering_ranges``,
+            ``segmentByDistance``): the band edges in metres, strictly increasing and > 0. A
+            point's range is its horizontal distance ``sqrt(x**2 + y**2)`` (computed in float64,
+            rounded to float32, as Autoware.ai's ``float origin_distance``); band ``i`` holds the
+            ranges in ``[clustering_ranges[i-1], clustering_ranges[i])`` (band 0 from 0, the last
+            band unbounded). Each band is clustered on its own with its own tolerance: points of
+            different bands never share a cluster, however close. Empty (the default): one band,
+            clustered with ``d_th``. Where set, ``d_th`` is not used. Autoware.ai's defaults
+            (``config/params.yaml`` there): ``(15, 30, 45, 60)``.
+        clustering_distances: ``exact`` only: the tolerance of each band, metres (Autoware.ai's
+            ``clustering_distances``; defaults there ``(0.5, 1.1, 1.6, 2.1, 2.6)``), one more
+            than ``clustering_ranges``, each used as ``d_th`` is on its band's points. Empty
+            exactly when ``clustering_ranges`` is.
+        cluster_merge_threshold: ``exact`` only: merge clusters whose centroids lie within this
+            many metres of each other in x-y (Autoware.ai's ``cluster_merge_threshold``, 1.5
+            there; ``checkAllForMerge``). 0 (the default): no merging. Merging is transitive
+            (connected components of the "centroids within the threshold" relation) and runs
+            twice, as Autoware.ai's, the second time on the merged clusters' centroids
+            (``core/merging.py`` gives the exact rule and where it differs from Autoware.ai).
+            ``min_cluster_size`` and ``max_cluster_size`` count the points of merged clusters.
+
     The defaults (``auto``, range search) run the fastest exact configuration measured on real
     LiDAR frames and dense clouds (see benchmarks/README.md).
     """
@@ -125,8 +148,15 @@ class ClusterConfig:
     max_voxels_per_cluster: int = 800
     large_cluster_voxel_count_threshold: int = 65
     large_cluster_max_points_per_voxel: int = 10
+    clustering_ranges: tuple[float, ...] = ()
+    clustering_distances: tuple[float, ...] = ()
+    cluster_merge_threshold: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("clustering_ranges", "clustering_distances"):
+            value = getattr(self, name)
+            if isinstance(value, list):  # as YAML and ROS parameters give them
+                object.__setattr__(self, name, tuple(value))
         for problem in config_problems(self):
             raise ConfigError(problem)
 
@@ -181,7 +211,59 @@ def config_problems(config: ClusterConfig) -> list[str]:
     if not isinstance(config.pointer_jumping, bool):
         problems.append(f"pointer_jumping must be true or false, got {config.pointer_jumping!r}")
     problems.extend(_voxel_grid_problems(config))
+    problems.extend(_range_band_problems(config))
     return problems
+
+
+def _range_band_problems(config: ClusterConfig) -> list[str]:
+    """Problems of Autoware.ai's range bands and centroid merging (``clustering_ranges``,
+    ``clustering_distances``, ``cluster_merge_threshold``)."""
+    problems = []
+    ranges, distances = config.clustering_ranges, config.clustering_distances
+    ranges_ok = _is_number_tuple(ranges)
+    distances_ok = _is_number_tuple(distances)
+    if not ranges_ok:
+        problems.append(
+            f"clustering_ranges must be a tuple of finite numbers of metres, got {ranges!r}"
+        )
+    elif any(r <= 0 for r in ranges) or any(b <= a for a, b in itertools.pairwise(ranges)):
+        problems.append(
+            f"clustering_ranges must be > 0 m and strictly increasing, got {list(ranges)}"
+        )
+    if not distances_ok:
+        problems.append(
+            f"clustering_distances must be a tuple of finite numbers of metres, got {distances!r}"
+        )
+    elif any(d <= 0 for d in distances):
+        problems.append(f"clustering_distances must all be > 0 m, got {list(distances)}")
+    if ranges_ok and distances_ok and (ranges or distances):
+        if len(distances) != len(ranges) + 1:
+            problems.append(
+                f"clustering_distances must have one entry more than clustering_ranges (one "
+                f"tolerance per band): {len(ranges)} ranges need {len(ranges) + 1} distances, "
+                f"got {len(distances)}"
+            )
+        elif not ranges:
+            problems.append(
+                "clustering_distances needs clustering_ranges (with no bands, set d_th instead)"
+            )
+    merge = config.cluster_merge_threshold
+    if isinstance(merge, bool) or not isinstance(merge, (int, float)) or not math.isfinite(merge):
+        problems.append(f"cluster_merge_threshold must be a finite number of metres, got {merge!r}")
+    elif merge < 0:
+        problems.append(f"cluster_merge_threshold must be >= 0 m (0: no merging), got {merge}")
+    if config.algorithm == "voxel_grid" and (ranges or distances or merge != 0):
+        problems.append(
+            "clustering_ranges, clustering_distances and cluster_merge_threshold apply to "
+            "algorithm 'exact' only; leave them empty and 0 with 'voxel_grid'"
+        )
+    return problems
+
+
+def _is_number_tuple(values: object) -> bool:
+    return isinstance(values, tuple) and all(
+        not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in values
+    )
 
 
 def _voxel_grid_problems(config: ClusterConfig) -> list[str]:

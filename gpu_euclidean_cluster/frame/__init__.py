@@ -6,6 +6,7 @@ them in order, with the fallbacks.
 """
 
 from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow
+from .ground import GroundRemoval
 from .pipeline import FrameOutput, FramePipeline, FrameStage
 
 __all__ = [
@@ -15,4 +16,5 @@ __all__ = [
     "FramePipeline",
     "FrameStage",
     "FrameWindow",
+    "GroundRemoval",
 ]

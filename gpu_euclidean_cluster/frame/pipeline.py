@@ -24,6 +24,7 @@ import numpy as np
 from ..clusterer import Backend, EuclideanClusterer, make_backend
 from ..core.config import ClusterConfig
 from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
+from ..core.ground import GroundFit
 from ..core.memory import StructureTooLargeError
 from ..core.result import ClusterResult
 from ..core.work import WorkTooLargeError
@@ -34,7 +35,11 @@ class FrameStage(Protocol):
     """A step between decoding and clustering (sensor decoding, preprocessing), run on the
     backend's device: it takes the decoded frame (NumPy arrays on the CPU backend, CuPy on the
     CUDA backend) and returns the frame to cluster; it may change the points or clear the mask.
-    It must give identical results on both backends."""
+    It must give identical results on both backends.
+
+    A stage that finds ground points (``frame/ground.py``'s ``GroundRemoval``) also has a
+    ``last_ground`` attribute: the ``core.ground.GroundFit`` of the frame it last applied to,
+    its mask on the host; the pipeline copies it into :attr:`FrameOutput.ground`."""
 
     name: str
 
@@ -58,6 +63,9 @@ class FrameOutput:
         grouped: with ``process(..., group_records=True)``, each cluster's input records
             (counts, and the records of cluster 0, then 1, ..., each in input order; a view of a
             buffer the next frame reuses where the pipeline does not ``copy_output``), else None.
+        ground: (N,) host bool mask of the ground points found by a ground stage (the last
+            stage with a ``last_ground``), else None; they are not clustered (label -1).
+        ground_plane: that stage's plane ``(nx, ny, nz, d)`` (``n . p + d = 0``), or None.
     """
 
     labeled: RawCloud
@@ -67,6 +75,8 @@ class FrameOutput:
     fallback_reason: str | None = None
     implausible_points: int = 0
     grouped: GroupedRecords | None = None
+    ground: np.ndarray | None = None
+    ground_plane: tuple[float, float, float, float] | None = None
 
 
 class FramePipeline:
@@ -115,6 +125,13 @@ class FramePipeline:
     def stages(self) -> tuple[FrameStage, ...]:
         """The stages run on every frame, in order."""
         return self._stages
+
+    @stages.setter
+    def stages(self, stages: Sequence[FrameStage]) -> None:
+        """Run ``stages`` from the next frame on (a front end's live settings)."""
+        self._stages = tuple(stages)
+        if self._host is not None:
+            self._host.stages = self._stages
 
     def warm_up(self, config: ClusterConfig, window: FrameWindow) -> None:
         """Run a random cloud through :meth:`process` once, so that loading the kernels and
@@ -172,8 +189,10 @@ class FramePipeline:
         self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, group: bool
     ) -> FrameOutput:
         frame = self._codec.decode(cloud, window)
+        ground: GroundFit | None = None
         for stage in self._stages:
             frame = stage.apply(frame)
+            ground = getattr(stage, "last_ground", None) or ground
         result = self._clusterer_for(config).cluster(frame.points, frame.mask)
         encoded: EncodedFrame = self._codec.encode(
             result.labels, result.cluster_sizes, copy=self._copy_output, group=group
@@ -185,6 +204,8 @@ class FramePipeline:
             result=result,
             implausible_points=encoded.implausible_points,
             grouped=encoded.grouped,
+            ground=None if ground is None else ground.mask,
+            ground_plane=None if ground is None else ground.plane,
         )
 
     def _clusterer_for(self, config: ClusterConfig) -> EuclideanClusterer:

@@ -247,6 +247,26 @@ def point_bytes(cloud: RawCloud) -> np.ndarray:
     return rows.reshape(cloud.num_points, cloud.point_step)
 
 
+def select_points(cloud: RawCloud, keep: np.ndarray) -> RawCloud:
+    """The points of ``cloud`` where the (N,) bool ``keep`` is True, in input order, as one
+    unorganised row: every field and byte of each kept record (row padding left out)."""
+    keep = np.asarray(keep, dtype=bool).reshape(-1)
+    records = point_bytes(cloud)
+    if keep.shape[0] != records.shape[0]:
+        raise ValueError(f"{keep.shape[0]} flags for {records.shape[0]} points")
+    kept = np.ascontiguousarray(records[keep])
+    return RawCloud(
+        fields=tuple(cloud.fields),
+        height=1,
+        width=kept.shape[0],
+        point_step=cloud.point_step,
+        row_step=kept.shape[0] * cloud.point_step,
+        data=kept.reshape(-1),
+        is_bigendian=cloud.is_bigendian,
+        is_dense=cloud.is_dense,
+    )
+
+
 def read_fields(cloud: RawCloud, names: Iterable[str]) -> dict[str, np.ndarray]:
     """Decode the named fields into native-byte-order arrays, one row per point.
 

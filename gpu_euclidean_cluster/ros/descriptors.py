@@ -23,9 +23,13 @@ _TYPES = {
 
 def descriptor(spec: ParameterSpec) -> ParameterDescriptor:
     """The descriptor of ``spec``: type, description, constraints, range, read-only flag."""
+    # A list of numbers takes integers or doubles (YAML's [15, 30] is an integer array):
+    # dynamically typed, checked by the settings.
+    listed = spec.type_name == "number[]"
     result = ParameterDescriptor(
         name=spec.name,
-        type=_TYPES[spec.type_name],
+        type=ParameterType.PARAMETER_NOT_SET if listed else _TYPES[spec.type_name],
+        dynamic_typing=listed,
         description=spec.description,
         additional_constraints=f"one of: {spec.constraints}" if spec.choices else "",
         read_only=spec.read_only,

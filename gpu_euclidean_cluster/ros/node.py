@@ -40,7 +40,7 @@ from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
 from ..core.config import ConfigError
-from ..frame import FrameOutput, FramePipeline
+from ..frame import FrameOutput, FramePipeline, GroundRemoval
 from ..frame.packets import SweepCloud
 from ..pointcloud_io.pointcloud2 import PointCloud2Error, RawCloud, from_cdr
 from .diagnostics import diagnostics_message
@@ -113,6 +113,7 @@ class EuclideanClusterNode(Node):
             copy_output=False,
         )
         self._sweeps = packet_sweeps(values, self._pipeline.backend)  # bad settings: before warm-up
+        self._ground = GroundRemoval()  # a stage of the frames with remove_ground
         self._pipeline.warm_up(self._settings.cluster, self._settings.window)
         # Everything alive after start-up (rclpy, NumPy, CuPy, the kernels) is moved out of the
         # cyclic collector's generations: a full collection triggered during a frame then walks
@@ -242,6 +243,9 @@ class EuclideanClusterNode(Node):
                 stamp = Time(sec=decoded.stamp.sec, nanosec=decoded.stamp.nanosec)
                 frame_id = decoded.frame_id
             settings = self._settings
+            if settings.ground is not None:
+                self._ground.settings = settings.ground
+            self._pipeline.stages = () if settings.ground is None else (self._ground,)
             output = self._pipeline.process(
                 cloud,
                 settings.cluster,

@@ -4,6 +4,8 @@ has a subscriber.
 Topics (relative to the node's namespace):
 
 - ``output/labeled_points``, ``output/clusters`` (sensor_msgs/PointCloud2, always available);
+- ``output/ground_points`` (sensor_msgs/PointCloud2: the input records of the ground points,
+  with ``remove_ground``);
 - ``output/objects_with_feature`` (tier4_perception_msgs/DetectedObjectsWithFeature),
   ``output/objects`` (autoware_perception_msgs/DetectedObjects) and ``output/detections``
   (vision_msgs/Detection3DArray), each where its message package is installed (see
@@ -29,7 +31,7 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
 from ..frame import FrameOutput
-from ..pointcloud_io.pointcloud2 import RawCloud, read_fields
+from ..pointcloud_io.pointcloud2 import RawCloud, read_fields, select_points
 from .object_messages import (
     ClusterPoints,
     DetectionsEncoder,
@@ -46,6 +48,7 @@ OBJECTS_WITH_FEATURE = "output/objects_with_feature"
 OBJECTS = "output/objects"
 DETECTIONS = "output/detections"
 MARKERS = "output/markers"
+GROUND_POINTS = "output/ground_points"
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class NodeOutputs:
         """
         self._labeled = node.create_publisher(PointCloud2, LABELED_POINTS, depth)
         self._clusters = node.create_publisher(PointCloud2, CLUSTERS, depth)
+        self._ground = node.create_publisher(PointCloud2, GROUND_POINTS, depth)
         self._objects_with_feature: tuple[Any, FeatureObjectsEncoder] | None = None
         self._objects: tuple[Any, ObjectsEncoder] | None = None
         self._detections: tuple[Any, DetectionsEncoder] | None = None
@@ -100,6 +104,7 @@ class NodeOutputs:
             for topic, publisher in (
                 (LABELED_POINTS, self._labeled),
                 (CLUSTERS, self._clusters),
+                (GROUND_POINTS, self._ground),
                 (OBJECTS_WITH_FEATURE, self._objects_with_feature),
                 (OBJECTS, self._objects),
                 (DETECTIONS, self._detections),
@@ -137,6 +142,8 @@ class NodeOutputs:
             self._labeled.publish(publishable_cloud(output.labeled, header))
         if _listened(self._clusters):
             self._clusters.publish(publishable_cloud(output.clusters, header))
+        if output.ground is not None and _listened(self._ground):
+            self._ground.publish(publishable_cloud(select_points(cloud, output.ground), header))
         if self._objects_with_feature is not None and _listened(self._objects_with_feature[0]):
             publisher, encoder = self._objects_with_feature
             publisher.publish(encoder.build(table, _points(output, cloud), header))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..core import config
 from ..core.config import ConfigError
+from ..core.ground import MAX_ITERATIONS, GroundSettings
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
 from .settings import DEFAULT_LANE_DISTANCE, DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE, NODE_MAX_WORK_S
 
@@ -34,7 +35,7 @@ class ParameterSpec:
     """
 
     name: str
-    default: bool | int | float | str
+    default: bool | int | float | str | list[float]
     description: str
     read_only: bool = False
     choices: tuple[str, ...] = ()
@@ -42,8 +43,10 @@ class ParameterSpec:
 
     @property
     def type_name(self) -> str:
-        """``bool``, ``int``, ``double`` or ``string``."""
-        return {bool: "bool", int: "int", float: "double", str: "string"}[type(self.default)]
+        """``bool``, ``int``, ``double``, ``string`` or ``number[]`` (a list default: a list of
+        numbers, integers or doubles, as a YAML file writes them)."""
+        names = {bool: "bool", int: "int", float: "double", str: "string", list: "number[]"}
+        return names[type(self.default)]
 
     @property
     def constraints(self) -> str:
@@ -183,6 +186,61 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         DEFAULT_LANE_DISTANCE,
         "keep_lanes: the largest -y (m, to the right) of a clustered point.",
         bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "clustering_ranges",
+        [],
+        "Autoware.ai's range bands: horizontal distances (m, increasing) where the tolerance "
+        "changes; band i is [ranges[i-1], ranges[i]), clustered on its own with "
+        "clustering_distances[i] (points of different bands never join). [] = one band, d_th. "
+        "Read-only: it only makes sense with clustering_distances, and ros2 param set changes "
+        "one parameter at a time.",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "clustering_distances",
+        [],
+        "The tolerance (m) of each range band: one more than clustering_ranges (Autoware.ai: "
+        "[0.5, 1.1, 1.6, 2.1, 2.6] for ranges [15, 30, 45, 60]). Read-only, as clustering_ranges.",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "cluster_merge_threshold",
+        config.DEFAULT_CONFIG.cluster_merge_threshold,
+        "Clusters whose x-y centroids are at most this far apart (m) are merged, transitively "
+        "(Autoware.ai's cluster_merge_threshold); 0 = no merging.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "remove_ground",
+        False,
+        "Autoware.ai's remove_ground: fit the ground plane by RANSAC (on the GPU with the CUDA "
+        "backend) and leave its points out of the clusters (cluster_id -1); they are published "
+        "on output/ground_points.",
+    ),
+    ParameterSpec(
+        "ground_distance_threshold",
+        GroundSettings.distance_threshold,
+        "remove_ground: points within this distance (m) of the plane are ground.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "ground_max_slope_deg",
+        GroundSettings.max_slope_deg,
+        "remove_ground: planes whose normal is more than this (degrees) from +z are not ground.",
+        bounds=(0.0, 90.0),
+    ),
+    ParameterSpec(
+        "ground_iterations",
+        GroundSettings.iterations,
+        "remove_ground: RANSAC plane hypotheses per frame.",
+        bounds=(1, MAX_ITERATIONS),
+    ),
+    ParameterSpec(
+        "ground_seed",
+        GroundSettings.seed,
+        "remove_ground: seed of the hypotheses (same seed and frame: same plane, CPU or GPU).",
+        bounds=(0, 2**63 - 1),
     ),
     ParameterSpec(
         "memory_budget_mb",
@@ -504,7 +562,9 @@ def autoware_parameters_markdown() -> str:
     return "\n".join(lines)
 
 
-def _format_value(value: bool | int | float | str) -> str:
+def _format_value(value: bool | int | float | str | list[float]) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_format_value(v) for v in value) + "]"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
 from ..core.frame import MAX_COORDINATE, FrameWindow
+from ..core.ground import GroundSettings
 
 #: Default limit of a frame's estimated neighbour search (s): a frame must not hold the node up
 #: for more than about ten frames of a 10 Hz sensor.
@@ -37,6 +38,7 @@ class NodeSettings:
         keep_lanes: Autoware.ai's side filter: only points with
             ``-keep_lane_right_distance <= y <= keep_lane_left_distance`` (m, input frame) are
             clustered.
+        ground: RANSAC ground removal before clustering (``frame/ground.py``), or None (off).
     """
 
     cluster: ClusterConfig = field(
@@ -52,6 +54,7 @@ class NodeSettings:
     keep_lanes: bool = False
     keep_lane_left_distance: float = DEFAULT_LANE_DISTANCE
     keep_lane_right_distance: float = DEFAULT_LANE_DISTANCE
+    ground: GroundSettings | None = None
 
     @property
     def window(self) -> FrameWindow:
@@ -93,6 +96,16 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         problems.append(
             f"diagnostics_warn_share must be in [0, 1], got {values['diagnostics_warn_share']}"
         )
+    ground = None
+    try:
+        ground = GroundSettings(
+            distance_threshold=values["ground_distance_threshold"],  # type: ignore[arg-type]
+            max_slope_deg=values["ground_max_slope_deg"],  # type: ignore[arg-type]
+            iterations=values["ground_iterations"],  # type: ignore[arg-type]
+            seed=values["ground_seed"],  # type: ignore[arg-type]
+        )
+    except ConfigError as error:
+        problems.append(f"ground_{error}")
     cluster = None
     try:
         cluster = DEFAULT_CONFIG.with_changes(
@@ -110,6 +123,9 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
             max_voxels_per_cluster=values["max_voxels_per_cluster"],
             large_cluster_voxel_count_threshold=values["large_cluster_voxel_count_threshold"],
             large_cluster_max_points_per_voxel=values["large_cluster_max_points_per_voxel"],
+            clustering_ranges=_numbers(values["clustering_ranges"]),
+            clustering_distances=_numbers(values["clustering_distances"]),
+            cluster_merge_threshold=values["cluster_merge_threshold"],
         )
     except ConfigError as error:
         problems.insert(0, str(error))
@@ -127,7 +143,18 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         keep_lanes=bool(values["keep_lanes"]),
         keep_lane_left_distance=float(values["keep_lane_left_distance"]),  # type: ignore[arg-type]
         keep_lane_right_distance=float(values["keep_lane_right_distance"]),  # type: ignore[arg-type]
+        ground=ground if values["remove_ground"] else None,
     )
+
+
+def _numbers(values: object) -> object:
+    """A list parameter as ClusterConfig's tuple of floats (ROS gives an integer array for
+    ``[15, 30]``); anything else is passed on for ClusterConfig to name."""
+    if isinstance(values, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    ):
+        return tuple(float(v) for v in values)
+    return values
 
 
 def _work_limit(seconds: object) -> object:
