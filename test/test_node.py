@@ -262,6 +262,25 @@ def test_ground_removal_range_bands_and_merging(stamps):
         assert not fixed.successful and "read-only" in fixed.reason
 
 
+def test_pose_estimation_adds_oriented_boxes_live(ros, stamps):
+    """pose_estimation: output/clusters gains the minimum-area rectangle of each cluster."""
+    _, peer = ros
+    yaw = math.radians(30.0)
+    along = np.linspace(-2.0, 2.0, 81)  # a 4 m x 1 m slab of points, rotated by 30 degrees
+    grid = np.array([(a, b) for a in along for b in (-0.5, 0.0, 0.5)])
+    rotation = np.array([[math.cos(yaw), -math.sin(yaw)], [math.sin(yaw), math.cos(yaw)]])
+    xy = grid @ rotation.T + (10.0, 5.0)
+    points = xyzi_array(np.column_stack([xy, np.zeros(len(xy))]))
+    assert peer.set_parameters(NAME, pose_estimation=True)[0].successful
+    try:
+        (clusters,) = _send(peer, cloud_message(points, stamps()), ("output/clusters",))
+        (row,) = decode(clusters)
+        assert row["yaw"] == pytest.approx(yaw, abs=1e-5)
+        assert (row["length"], row["width"]) == (pytest.approx(4.0), pytest.approx(1.0))
+    finally:
+        peer.set_parameters(NAME, pose_estimation=False)
+
+
 def test_invalid_parameter_sets_rejected_with_reasons(ros):
     node, peer = ros
     before = node.settings

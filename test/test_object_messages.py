@@ -28,6 +28,7 @@ from std_msgs.msg import Header  # noqa: E402
 from gpu_euclidean_cluster.core.cluster_stats import cluster_table  # noqa: E402
 from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
 from gpu_euclidean_cluster.core.frame import FrameWindow  # noqa: E402
+from gpu_euclidean_cluster.core.oriented_boxes import oriented_boxes  # noqa: E402
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
 from gpu_euclidean_cluster.ros import object_messages as om  # noqa: E402
@@ -173,6 +174,75 @@ def test_objects_and_detections_match_rclpy(case):
         header = make_header(frame_id)
         assert_same(objects.build(table, header), om.objects_message(table, header))
         assert_same(detections.build(table, header), om.detections_message(table, header))
+
+
+def boxes_of(labels: np.ndarray, table: np.ndarray, seed: int) -> np.ndarray:
+    """Oriented boxes of random points of the clusters ``labels``."""
+    rng = np.random.default_rng(seed)
+    xyz = rng.normal(0.0, 30.0, (len(labels), 3)).astype(np.float32)
+    return oriented_boxes(xyz[:, 0], xyz[:, 1], xyz[:, 2], labels, len(table))
+
+
+@needs_msgs
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_oriented_objects_match_rclpy(case):
+    sizes, unclustered = CASES[case]
+    labels, table = clusters_of(sizes, unclustered, seed=len(sizes))
+    boxes = boxes_of(labels, table, seed=len(sizes))
+    cloud = layout_cloud("odd13", labels, seed=len(labels))
+    points = om.cluster_points(cloud, labels, len(table))
+    feature, objects, detections = (
+        om.FeatureObjectsEncoder(), om.ObjectsEncoder(), om.DetectionsEncoder()
+    )  # fmt: skip
+    for frame_id in FRAME_IDS:
+        header = make_header(frame_id)
+        assert_same(
+            feature.build(table, points, header, boxes),
+            om.feature_objects_message(table, points, header, boxes),
+        )
+        assert_same(objects.build(table, header, boxes), om.objects_message(table, header, boxes))
+        assert_same(
+            detections.build(table, header, boxes), om.detections_message(table, header, boxes)
+        )
+        # without boxes: the bytes of today
+        assert objects.build(table, header) == objects.build(table, header, None)
+
+
+@needs_msgs
+def test_oriented_objects_content():
+    """What Autoware's trackers read of a box: centre, yaw quaternion, dimensions along it."""
+    labels, table = clusters_of([5, 3], 1, seed=9)
+    boxes = boxes_of(labels, table, seed=9)
+    boxes["yaw"][0] = 0.5
+    header = make_header("velodyne", (1, 2))
+    message = deserialize_message(
+        om.ObjectsEncoder().build(table, header, boxes), om.DetectedObjects
+    )
+    detections = deserialize_message(
+        om.DetectionsEncoder().build(table, header, boxes), om.Detection3DArray
+    )
+    for k, (obj, detection) in enumerate(zip(message.objects, detections.detections, strict=True)):
+        box = boxes[k]
+        pose = obj.kinematics.pose_with_covariance.pose
+        z_mid = (float(box["min_z"]) + float(box["max_z"])) / 2
+        assert (pose.position.x, pose.position.y, pose.position.z) == (
+            float(box["center_x"]), float(box["center_y"]), z_mid
+        )  # fmt: skip
+        half = float(box["yaw"]) / 2
+        assert (pose.orientation.x, pose.orientation.y) == (0.0, 0.0)
+        assert pose.orientation.z == pytest.approx(np.sin(half), abs=1e-15)
+        assert pose.orientation.w == pytest.approx(np.cos(half), abs=1e-15)
+        assert obj.kinematics.orientation_availability == 1  # SIGN_UNKNOWN
+        assert obj.shape.type == om.Shape.BOUNDING_BOX
+        dims = obj.shape.dimensions
+        assert (dims.x, dims.y, dims.z) == (
+            float(box["length"]), float(box["width"]), float(box["max_z"]) - float(box["min_z"])
+        )  # fmt: skip
+        assert detection.bbox.center == pose and detection.bbox.size == dims
+        assert detection.results[0].pose.pose.position.x == float(table[k]["x"])  # centroid
+    assert message.objects[0].kinematics.pose_with_covariance.pose.orientation.z == pytest.approx(
+        np.sin(0.25)
+    )
 
 
 @needs_msgs
@@ -405,3 +475,35 @@ def test_feature_objects_encoder_reuses_its_buffer_across_sizes():
         header = make_header("base_link", (index, index))
         reference = om.feature_objects_message(table, points, header)
         assert_same(encoder.build(table, points, header), reference)
+
+
+@needs_msgs
+def test_outputs_of_an_oriented_frame_carry_the_boxes(frame):
+    """With ``process(..., oriented_boxes=True)`` every object output and the markers carry the
+    frame's boxes; the clusters cloud has their columns."""
+    _, cloud = frame
+    pipeline = FramePipeline("cpu", stages=[GroundRemoval()])
+    output = pipeline.process(cloud, ClusterConfig(d_th=0.5), FrameWindow(), oriented_boxes=True)
+    assert output.boxes is not None and len(output.boxes) == len(output.table) == 12
+    node = FakeNode()
+    node_outputs = outputs.NodeOutputs(node, 5)
+    for publisher in node.publishers.values():
+        publisher.subscribers = 1
+    header = make_header("lidar_top", (5, 6))
+    node_outputs.publish(output, header, cloud)
+    sent = {topic: publisher.sent[0] for topic, publisher in node.publishers.items()}
+    points = om.cluster_points(cloud, output.result.labels, len(output.table))
+    boxes = output.boxes
+    assert_same(
+        sent["output/objects_with_feature"],
+        om.feature_objects_message(output.table, points, header, boxes),
+    )
+    assert_same(sent["output/objects"], om.objects_message(output.table, header, boxes))
+    assert_same(sent["output/detections"], om.detections_message(output.table, header, boxes))
+    from gpu_euclidean_cluster.ros.markers import MarkerBuilder
+
+    assert same_serialization(
+        sent["output/markers"], MarkerBuilder().build(output.table, header, boxes)
+    )
+    names = [f.name for f in output.clusters.fields]
+    assert names[-3:] == ["yaw", "length", "width"]

@@ -29,6 +29,7 @@ from gpu_euclidean_cluster.core.cluster_stats import (  # noqa: E402
     cluster_table,
     pack_rgb,
 )
+from gpu_euclidean_cluster.core.oriented_boxes import BOX_DTYPE  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
 from gpu_euclidean_cluster.ros import serialized  # noqa: E402
 from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message  # noqa: E402
@@ -233,6 +234,50 @@ def test_markers_content():
     ]
     assert [markers[1].text, markers[3].text] == ["0 (1234)", "1 (7)"]
     assert markers[0].pose.orientation.w == 1.0
+
+
+def random_boxes(table: np.ndarray, seed: int) -> np.ndarray:
+    """Oriented boxes for the rows of ``table``: yaws across (-pi/2, pi/2], some thin."""
+    rng = np.random.default_rng(seed)
+    boxes = np.zeros(len(table), dtype=BOX_DTYPE)
+    boxes["cluster_id"] = table["cluster_id"]
+    boxes["center_x"], boxes["center_y"] = table["x"], table["y"]
+    boxes["yaw"] = rng.uniform(-np.pi / 2, np.pi / 2, len(table))
+    boxes["length"] = rng.choice([0.0, 0.02, 3.5], len(table))
+    boxes["width"] = boxes["length"] * rng.uniform(0, 1, len(table))
+    boxes["min_z"], boxes["max_z"] = table["min_z"], table["max_z"]
+    if len(table):
+        boxes["yaw"][0] = np.pi / 2
+    return boxes
+
+
+def test_rotated_markers_match_builder_frame_after_frame():
+    encoder, builder = serialized.MarkerEncoder(), MarkerBuilder()
+    for index, clusters in enumerate([0, 1, 9, 300, 40, 0, 5]):
+        table = random_table(clusters, seed=index)
+        boxes = random_boxes(table, seed=index) if index % 3 else None  # mixed with plain
+        header = make_header(FRAME_IDS[index % len(FRAME_IDS)], STAMPS[index % len(STAMPS)])
+        assert_same_cdr(encoder.build(table, header, boxes), builder.build(table, header, boxes))
+
+
+def test_rotated_markers_content():
+    encoder = serialized.MarkerEncoder()
+    encoder.build(random_table(3, seed=0), make_header())
+    table = random_table(1, seed=2)
+    boxes = random_boxes(table, seed=3)
+    boxes["yaw"], boxes["length"], boxes["width"] = 0.5, 4.0, 0.01
+    boxes["center_x"], boxes["center_y"] = 1.5, -2.5
+    markers = deserialize_message(encoder.build(table, make_header(), boxes), MarkerArray).markers
+    box, label = markers[0], markers[1]
+    assert (box.pose.position.x, box.pose.position.y) == (1.5, -2.5)
+    assert box.pose.position.z == (float(table["min_z"][0]) + float(table["max_z"][0])) / 2
+    assert (box.pose.orientation.z, box.pose.orientation.w) == (
+        pytest.approx(np.sin(0.25), abs=1e-15),
+        pytest.approx(np.cos(0.25), abs=1e-15),
+    )
+    assert (box.scale.x, box.scale.y) == (4.0, 0.05)  # MIN_BOX_SIDE
+    assert (label.pose.orientation.z, label.pose.orientation.w) == (0.0, 1.0)
+    assert [m.pose.orientation.w for m in markers[2:]] == [1.0] * 4  # the deletes
 
 
 def test_row_codec_agrees_with_the_point_cloud_writer():

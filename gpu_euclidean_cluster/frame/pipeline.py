@@ -4,6 +4,7 @@
     >>> output = pipeline.process(cloud, ClusterConfig(d_th=0.5), FrameWindow(max_range=40.0))
     >>> output.labeled, output.clusters, output.table, output.result
     >>> pipeline.process(cloud, config, window, group_records=True).grouped  # records by cluster
+    >>> pipeline.process(cloud, config, window, oriented_boxes=True).boxes  # yaw, length, width
 
 The backend's frame codec (``Backend.frame_codec``: ``cpu/frame.py`` or ``cuda/frame.py``, twins
 with identical output) decodes the PointCloud2 payload onto the backend's device; the stages run
@@ -26,9 +27,13 @@ from ..core.config import ClusterConfig
 from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
 from ..core.ground import GroundFit
 from ..core.memory import StructureTooLargeError
+from ..core.oriented_boxes import oriented_boxes as fit_oriented_boxes
 from ..core.result import ClusterResult
 from ..core.work import WorkTooLargeError
-from ..pointcloud_io.pointcloud2 import RawCloud, from_structured, from_xyz
+from ..pointcloud_io.pointcloud2 import RawCloud, from_structured, from_xyz, read_fields, read_xyz
+
+#: The columns ``output/clusters`` gains with ``process(..., oriented_boxes=True)``.
+ORIENTED_COLUMNS = ("yaw", "length", "width")
 
 
 class FrameStage(Protocol):
@@ -53,7 +58,9 @@ class FrameOutput:
 
     Attributes:
         labeled: the input cloud with ``cluster_id`` (int32) and ``rgb`` (packed float32) added.
-        clusters: one point per cluster, fields of ``core.cluster_stats.CLUSTER_DTYPE``.
+        clusters: one point per cluster, fields of ``core.cluster_stats.CLUSTER_DTYPE``; with
+            ``process(..., oriented_boxes=True)`` followed by ``yaw``, ``length`` and ``width``
+            (float32: :attr:`boxes`' values rounded to nearest).
         table: the same cluster rows as a NumPy structured array.
         result: the clustering result (labels, sizes, timings, backend that ran); its ``labels``
             are a CuPy array when the frame ran on the GPU (``labeled`` holds them too).
@@ -66,6 +73,12 @@ class FrameOutput:
         ground: (N,) host bool mask of the ground points found by a ground stage (the last
             stage with a ``last_ground``), else None; they are not clustered (label -1).
         ground_plane: that stage's plane ``(nx, ny, nz, d)`` (``n . p + d = 0``), or None.
+        boxes: with ``process(..., oriented_boxes=True)``, one row per cluster in cluster order
+            (``core.oriented_boxes.BOX_DTYPE``: ``cluster_id``, ``center_x``, ``center_y``,
+            ``yaw``, ``length``, ``width``, ``min_z``, ``max_z``, float64): the minimum-area
+            rectangle of the cluster's x-y points (Autoware.ai's ``pose_estimation``; length >=
+            width, yaw of the length side in (-pi/2, pi/2]) and its z range; computed on the
+            host from the input's coordinates (the same on every backend); else None.
     """
 
     labeled: RawCloud
@@ -77,6 +90,7 @@ class FrameOutput:
     grouped: GroupedRecords | None = None
     ground: np.ndarray | None = None
     ground_plane: tuple[float, float, float, float] | None = None
+    boxes: np.ndarray | None = None
 
 
 class FramePipeline:
@@ -149,9 +163,14 @@ class FramePipeline:
         window: FrameWindow,
         *,
         group_records: bool = False,
+        oriented_boxes: bool = False,
     ) -> FrameOutput:
         """Cluster one cloud; with ``group_records``, also group the input records by cluster
-        (:attr:`FrameOutput.grouped`: on the GPU backend a gather there and one more copy back).
+        (:attr:`FrameOutput.grouped`: on the GPU backend a gather there and one more copy back);
+        with ``oriented_boxes``, also fit each cluster's minimum-area rectangle
+        (:attr:`FrameOutput.boxes`, and three more columns of ``clusters``; on the host, from
+        the input's x, y, z and the labelled cloud's ``cluster_id``: about 10 ms for 1700
+        clusters of 120 k points on a 2-core CPU).
 
         A frame whose graph structure would not fit (one of the paper's methods on a dense cloud:
         ``StructureTooLargeError``) or whose neighbour search would take longer than
@@ -163,13 +182,14 @@ class FramePipeline:
             PointCloud2Error: the cloud cannot be decoded (missing x/y/z, malformed layout).
         """
         try:
-            return self._process_here_or_on_host(cloud, config, window, group_records)
+            output = self._process_here_or_on_host(cloud, config, window, group_records)
         except (StructureTooLargeError, WorkTooLargeError) as error:
             reason = f"{error}; frame run with union_find"
-        fused = config.with_changes(method="union_find", search="range")
-        output = self._process_here_or_on_host(cloud, fused, window, group_records)
-        reasons = (reason, output.fallback_reason) if output.fallback_reason else (reason,)
-        return replace(output, fallback_reason="; ".join(reasons))
+            fused = config.with_changes(method="union_find", search="range")
+            output = self._process_here_or_on_host(cloud, fused, window, group_records)
+            reasons = (reason, output.fallback_reason) if output.fallback_reason else (reason,)
+            output = replace(output, fallback_reason="; ".join(reasons))
+        return with_oriented_boxes(output, cloud) if oriented_boxes else output
 
     def _process_here_or_on_host(
         self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, group: bool
@@ -212,6 +232,23 @@ class FramePipeline:
         if self._clusterer.config != config:
             self._clusterer = EuclideanClusterer(config, self._backend)
         return self._clusterer
+
+
+def with_oriented_boxes(output: FrameOutput, cloud: RawCloud) -> FrameOutput:
+    """``output`` (of ``cloud``) with :attr:`FrameOutput.boxes` and the ``clusters`` columns
+    ``yaw``, ``length``, ``width``: ``core.oriented_boxes`` of the input's coordinates
+    (``read_xyz``, on the host) and the labelled cloud's ``cluster_id``."""
+    xyz = read_xyz(cloud)
+    labels = read_fields(output.labeled, ["cluster_id"])["cluster_id"]
+    boxes = fit_oriented_boxes(xyz[:, 0], xyz[:, 1], xyz[:, 2], labels, len(output.table))
+    table = output.table
+    dtype = np.dtype(table.dtype.descr + [(name, np.float32) for name in ORIENTED_COLUMNS])
+    rows = np.empty(len(table), dtype=dtype)
+    for name in table.dtype.names or ():
+        rows[name] = table[name]
+    for name in ORIENTED_COLUMNS:
+        rows[name] = boxes[name]
+    return replace(output, clusters=from_structured(rows, is_dense=True), boxes=boxes)
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -1,4 +1,10 @@
-"""RViz markers of the clusters: a translucent box and an id label per cluster."""
+"""RViz markers of the clusters: a translucent box and an id label per cluster.
+
+The box is the axis-aligned one of the cluster table, or where the frame has oriented boxes
+(``FrameOutput.boxes``, ``core.oriented_boxes``) that box: centre (``center_x``, ``center_y``,
+middle of the z range), rotated by ``yaw`` about z (quaternion z = sin(yaw/2), w = cos(yaw/2)),
+scale ``length``, ``width``, z range (each at least :data:`MIN_BOX_SIDE`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..core.cluster_stats import cluster_rgb
+from ..core.oriented_boxes import yaw_quaternion
 
 BOX_NAMESPACE = "cluster_boxes"
 LABEL_NAMESPACE = "cluster_ids"
@@ -30,15 +37,23 @@ class MarkerBuilder:
         """Forget the previous frame's markers (when nobody received them, none need deleting)."""
         self._previous = 0
 
-    def build(self, table: np.ndarray, header: Header) -> MarkerArray:
-        """Markers for the cluster rows ``table``.
+    def build(
+        self, table: np.ndarray, header: Header, boxes: np.ndarray | None = None
+    ) -> MarkerArray:
+        """Markers for the cluster rows ``table``, the boxes those of ``boxes`` where given.
 
-        ``table`` holds the rows of :func:`~..core.cluster_stats.cluster_table`.
+        ``table`` holds the rows of :func:`~..core.cluster_stats.cluster_table`, ``boxes`` (one
+        per row) those of :func:`~..core.oriented_boxes.oriented_boxes`.
         """
         colours = cluster_rgb(table["cluster_id"]) / 255.0
+        if boxes is not None and len(boxes) != len(table):
+            raise ValueError(f"{len(boxes)} boxes for {len(table)} clusters")
         markers = []
-        for row, colour in zip(table, colours, strict=True):
-            markers.append(_box(row, colour, header))
+        for index, (row, colour) in enumerate(zip(table, colours, strict=True)):
+            box = _box(row, colour, header)
+            if boxes is not None:
+                _orient(box, boxes[index])
+            markers.append(box)
             markers.append(_label(row, header))
         for stale in range(len(table), self._previous):
             for namespace in (BOX_NAMESPACE, LABEL_NAMESPACE):
@@ -59,6 +74,18 @@ def _box(row: np.void, colour: np.ndarray, header: Header) -> Marker:
     red, green, blue = (float(c) for c in colour)
     marker.color = ColorRGBA(r=red, g=green, b=blue, a=BOX_ALPHA)
     return marker
+
+
+def _orient(marker: Marker, box: np.void) -> None:
+    low, high = float(box["min_z"]), float(box["max_z"])
+    marker.pose.position.x = float(box["center_x"])
+    marker.pose.position.y = float(box["center_y"])
+    marker.pose.position.z = (low + high) / 2.0
+    z, w = yaw_quaternion(np.float64(box["yaw"]))
+    marker.pose.orientation.z, marker.pose.orientation.w = float(z), float(w)
+    marker.scale.x = max(float(box["length"]), MIN_BOX_SIDE)
+    marker.scale.y = max(float(box["width"]), MIN_BOX_SIDE)
+    marker.scale.z = max(high - low, MIN_BOX_SIDE)
 
 
 def _label(row: np.void, header: Header) -> Marker:

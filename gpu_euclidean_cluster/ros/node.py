@@ -251,6 +251,7 @@ class EuclideanClusterNode(Node):
                 settings.cluster,
                 settings.window,
                 group_records=self._outputs.groups_records(),
+                oriented_boxes=settings.pose_estimation,
             )
         except PointCloud2Error as error:
             self._reject(error.kind, f"bad PointCloud2: {error}")

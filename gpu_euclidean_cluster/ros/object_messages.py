@@ -23,6 +23,19 @@ Three optional message packages, each used only where it is installed:
   midpoint, identity orientation, ``size`` = extents) and one result: class_id ``"UNKNOWN"``,
   score 1.0, pose at the centroid.
 
+Oriented boxes (``boxes``: the frame's ``FrameOutput.boxes``, rows of
+``core.oriented_boxes.BOX_DTYPE`` in cluster order, from ``FramePipeline.process(...,
+oriented_boxes=True)``; the node's ``pose_estimation``): every encoder takes them, and where
+given the objects carry them as Autoware's shape-estimation node fills its output (and as its
+trackers read it): ``kinematics.pose_with_covariance.pose`` at the box centre (``center_x``,
+``center_y``, and z the middle of ``min_z``..``max_z``) with the orientation of the yaw
+(quaternion x = y = 0, z = sin(yaw/2), w = cos(yaw/2)), ``kinematics.orientation_availability``
+SIGN_UNKNOWN (1: a rectangle's heading is known up to a half turn, as shape estimation reports
+its boxes), and the BOUNDING_BOX ``dimensions`` x = ``length`` (along the yaw, the object's x
+axis), y = ``width``, z = ``max_z - min_z``. Detection3D's ``bbox`` is then that box (centre,
+orientation, size); its hypothesis pose stays at the centroid. Without boxes the bytes are
+exactly those described above.
+
 The bytes are built column-wise (:class:`~.serialized.RowCodec`: one NumPy scatter per member
 for all objects, the clusters' points gathered once and joined in, never copied per cluster),
 with no Python message per cluster. Each encoder checks itself once per process against
@@ -43,6 +56,7 @@ from std_msgs.msg import Header
 
 from ..core.cluster_stats import cluster_table
 from ..core.frame import group_records
+from ..core.oriented_boxes import oriented_boxes, yaw_quaternion
 from ..pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud, point_bytes
 from .serialized import (
     CdrWriter,
@@ -92,6 +106,8 @@ UNKNOWN_LABEL = 0
 CLASS_PROBABILITY = 1.0
 #: Autoware's clustering nodes leave ``existence_probability`` at its default.
 EXISTENCE_PROBABILITY = 0.0
+#: ``DetectedObjectKinematics.orientation_availability`` of an oriented box: SIGN_UNKNOWN.
+ORIENTATION_SIGN_UNKNOWN = 1
 #: ``ObjectHypothesis.class_id`` of every Detection3D (Autoware's label name) and its score.
 DETECTION_CLASS_ID = "UNKNOWN"
 DETECTION_SCORE = 1.0
@@ -159,23 +175,52 @@ def _extents(row: np.void, target: Any) -> None:
         setattr(target, axis, float(row[f"max_{axis}"]) - float(row[f"min_{axis}"]))
 
 
-def _detected_object(row: np.void) -> Any:
+def _oriented_box(box: np.void, pose: Any, dimensions: Any) -> None:
+    """Set ``pose`` (position, orientation) and ``dimensions`` to the oriented box ``box``."""
+    low, high = float(box["min_z"]), float(box["max_z"])
+    pose.position.x, pose.position.y = float(box["center_x"]), float(box["center_y"])
+    pose.position.z = (low + high) / 2.0
+    z, w = yaw_quaternion(np.float64(box["yaw"]))
+    pose.orientation.z, pose.orientation.w = float(z), float(w)
+    dimensions.x, dimensions.y = float(box["length"]), float(box["width"])
+    dimensions.z = high - low
+
+
+def _detected_object(row: np.void, box: np.void | None = None) -> Any:
     item = DetectedObject(existence_probability=EXISTENCE_PROBABILITY)
     item.classification = [ObjectClassification(label=UNKNOWN_LABEL, probability=CLASS_PROBABILITY)]
-    _point(row, ("x", "y", "z"), item.kinematics.pose_with_covariance.pose.position)
+    pose = item.kinematics.pose_with_covariance.pose
     item.shape.type = Shape.BOUNDING_BOX
-    _extents(row, item.shape.dimensions)
+    if box is None:
+        _point(row, ("x", "y", "z"), pose.position)
+        _extents(row, item.shape.dimensions)
+    else:
+        _oriented_box(box, pose, item.shape.dimensions)
+        item.kinematics.orientation_availability = ORIENTATION_SIGN_UNKNOWN
     return item
 
 
-def objects_message(table: np.ndarray, header: HeaderLike) -> Any:
-    """autoware_perception_msgs/DetectedObjects of the cluster rows ``table`` (message objects)."""
-    return DetectedObjects(header=_header(header), objects=[_detected_object(r) for r in table])
+def _rows(table: np.ndarray, boxes: np.ndarray | None) -> list[tuple[np.void, np.void | None]]:
+    if boxes is not None and len(boxes) != len(table):
+        raise ValueError(f"{len(boxes)} boxes for {len(table)} clusters")
+    return list(zip(table, boxes if boxes is not None else [None] * len(table), strict=True))
 
 
-def feature_objects_message(table: np.ndarray, points: ClusterPoints, header: HeaderLike) -> Any:
+def objects_message(table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None) -> Any:
+    """autoware_perception_msgs/DetectedObjects of the cluster rows ``table`` (message objects),
+    with the oriented ``boxes`` where given."""
+    objects = [_detected_object(row, box) for row, box in _rows(table, boxes)]
+    return DetectedObjects(header=_header(header), objects=objects)
+
+
+def feature_objects_message(
+    table: np.ndarray,
+    points: ClusterPoints,
+    header: HeaderLike,
+    boxes: np.ndarray | None = None,
+) -> Any:
     """tier4_perception_msgs/DetectedObjectsWithFeature of the cluster rows ``table`` and their
-    points (message objects)."""
+    points (message objects), with the oriented ``boxes`` where given."""
     from sensor_msgs.msg import PointField
 
     fields = [
@@ -184,8 +229,9 @@ def feature_objects_message(table: np.ndarray, points: ClusterPoints, header: He
     ]
     ends = np.cumsum(points.counts)
     objects = []
-    for row, count, end in zip(table, points.counts.tolist(), ends.tolist(), strict=True):
-        item = DetectedObjectWithFeature(object=_detected_object(row))
+    rows = _rows(table, boxes)
+    for (row, box), count, end in zip(rows, points.counts.tolist(), ends.tolist(), strict=True):
+        item = DetectedObjectWithFeature(object=_detected_object(row, box))
         cloud = item.feature.cluster
         cloud.header = _header(header)
         cloud.height, cloud.width, cloud.fields = 1, count, fields
@@ -197,16 +243,23 @@ def feature_objects_message(table: np.ndarray, points: ClusterPoints, header: He
     return DetectedObjectsWithFeature(header=_header(header), feature_objects=objects)
 
 
-def detections_message(table: np.ndarray, header: HeaderLike) -> Any:
-    """vision_msgs/Detection3DArray of the cluster rows ``table`` (message objects)."""
+def detections_message(
+    table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None
+) -> Any:
+    """vision_msgs/Detection3DArray of the cluster rows ``table`` (message objects), the
+    ``bbox`` the oriented box of ``boxes`` where given."""
     detections = []
-    for row in table:
+    for row, box in _rows(table, boxes):
         item = Detection3D(header=_header(header), id=str(int(row["cluster_id"])))
         hypothesis = ObjectHypothesisWithPose()
         hypothesis.hypothesis.class_id = DETECTION_CLASS_ID
         hypothesis.hypothesis.score = DETECTION_SCORE
         _point(row, ("x", "y", "z"), hypothesis.pose.pose.position)
         item.results = [hypothesis]
+        if box is not None:
+            _oriented_box(box, item.bbox.center, item.bbox.size)
+            detections.append(item)
+            continue
         for axis in "xyz":
             low, high = float(row[f"min_{axis}"]), float(row[f"max_{axis}"])
             setattr(item.bbox.center.position, axis, (low + high) / 2.0)
@@ -224,8 +277,8 @@ def _header(header: HeaderLike) -> Header:
 # ------------------------------------------------------------------------------ column-wise CDR
 
 
-def _object_columns(table: np.ndarray, prefix: str) -> dict[str, Any]:
-    """DetectedObject members of the rows ``table`` (under ``prefix``)."""
+def _object_columns(table: np.ndarray, prefix: str, boxes: np.ndarray | None) -> dict[str, Any]:
+    """DetectedObject members of the rows ``table`` (under ``prefix``), with ``boxes``."""
     position = f"{prefix}kinematics.pose_with_covariance.pose.position."
     columns: dict[str, Any] = {
         f"{prefix}existence_probability": EXISTENCE_PROBABILITY,
@@ -233,10 +286,36 @@ def _object_columns(table: np.ndarray, prefix: str) -> dict[str, Any]:
         f"{prefix}classification[0].probability": CLASS_PROBABILITY,
         f"{prefix}shape.type": 0,  # Shape.BOUNDING_BOX, checked by the encoders' sample check
     }
+    if boxes is not None:
+        columns.update(_box_columns(table, boxes, f"{prefix}kinematics.pose_with_covariance.pose.",
+                                    f"{prefix}shape.dimensions."))  # fmt: skip
+        columns[f"{prefix}kinematics.orientation_availability"] = ORIENTATION_SIGN_UNKNOWN
+        return columns
     for axis in "xyz":
         columns[position + axis] = table[axis]
         columns[f"{prefix}shape.dimensions.{axis}"] = _extent(table, axis)
     return columns
+
+
+def _box_columns(
+    table: np.ndarray, boxes: np.ndarray, pose: str, dimensions: str
+) -> dict[str, Any]:
+    """The members of a Pose (under ``pose``) and a Vector3 (``dimensions``) of oriented
+    ``boxes`` (see the module docstring)."""
+    if len(boxes) != len(table):
+        raise ValueError(f"{len(boxes)} boxes for {len(table)} clusters")
+    low, high = boxes["min_z"].astype(np.float64), boxes["max_z"].astype(np.float64)
+    z, w = yaw_quaternion(boxes["yaw"])
+    return {
+        f"{pose}position.x": boxes["center_x"],
+        f"{pose}position.y": boxes["center_y"],
+        f"{pose}position.z": (low + high) / 2.0,
+        f"{pose}orientation.z": z,
+        f"{pose}orientation.w": w,
+        f"{dimensions}x": boxes["length"],
+        f"{dimensions}y": boxes["width"],
+        f"{dimensions}z": high - low,
+    }
 
 
 def _extent(table: np.ndarray, axis: str) -> np.ndarray:
@@ -259,11 +338,13 @@ def _array_start(header: HeaderLike, count: int) -> CdrWriter:
     return writer
 
 
-def objects_cdr(codec: RowCodec, table: np.ndarray, header: HeaderLike) -> bytes:
+def objects_cdr(
+    codec: RowCodec, table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None
+) -> bytes:
     """The bytes of :func:`objects_message`, with ``codec`` a DetectedObject codec (unchecked:
     use :class:`ObjectsEncoder`)."""
     writer = _array_start(header, len(table))
-    columns = _object_columns(table, "")
+    columns = _object_columns(table, "", boxes)
     return b"".join((writer.value(), codec.encode(len(table), columns, writer.position)))
 
 
@@ -273,6 +354,7 @@ def feature_objects_cdr(
     points: ClusterPoints,
     header: HeaderLike,
     scratch: Scratch | None = None,
+    boxes: np.ndarray | None = None,
 ) -> bytes:
     """The bytes of :func:`feature_objects_message`, with ``codec`` a DetectedObjectWithFeature
     codec for ``len(points.fields)`` fields (unchecked: use :class:`FeatureObjectsEncoder`),
@@ -281,7 +363,7 @@ def feature_objects_cdr(
         raise ValueError(f"{len(points.counts)} clusters of points for {len(table)} rows")
     cloud = "feature.cluster."
     sizes = points.counts * points.point_step
-    columns = _object_columns(table, "object.")
+    columns = _object_columns(table, "object.", boxes)
     columns.update(_header_columns(header, f"{cloud}header."))
     columns.update(
         {
@@ -306,7 +388,9 @@ def feature_objects_cdr(
     )
 
 
-def detections_cdr(codec: RowCodec, table: np.ndarray, header: HeaderLike) -> bytes:
+def detections_cdr(
+    codec: RowCodec, table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None
+) -> bytes:
     """The bytes of :func:`detections_message`, with ``codec`` a Detection3D codec (unchecked:
     use :class:`DetectionsEncoder`)."""
     rows = len(table)
@@ -322,6 +406,8 @@ def detections_cdr(codec: RowCodec, table: np.ndarray, header: HeaderLike) -> by
         columns[f"{hypothesis}pose.pose.position.{axis}"] = table[axis]
         columns[f"bbox.center.position.{axis}"] = (low + high) / 2.0
         columns[f"bbox.size.{axis}"] = high - low
+    if boxes is not None:
+        columns.update(_box_columns(table, boxes, "bbox.center.", "bbox.size."))
     writer = _array_start(header, rows)
     return b"".join((writer.value(), codec.encode(rows, columns, writer.position)))
 
@@ -361,11 +447,13 @@ class ObjectsEncoder(_Encoder):
     def serializes(self) -> bool:
         return self._codec is not None
 
-    def build(self, table: np.ndarray, header: HeaderLike) -> bytes | Any:
-        """The message of the cluster rows ``table``."""
+    def build(
+        self, table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None
+    ) -> bytes | Any:
+        """The message of the cluster rows ``table``, with the oriented ``boxes`` if given."""
         if self._codec is None:
-            return objects_message(table, header)
-        return objects_cdr(self._codec, table, header)
+            return objects_message(table, header, boxes)
+        return objects_cdr(self._codec, table, header, boxes)
 
 
 class FeatureObjectsEncoder(_Encoder):
@@ -383,12 +471,19 @@ class FeatureObjectsEncoder(_Encoder):
     def serializes(self) -> bool:
         return self._verified
 
-    def build(self, table: np.ndarray, points: ClusterPoints, header: HeaderLike) -> bytes | Any:
-        """The message of the cluster rows ``table`` and their points."""
+    def build(
+        self,
+        table: np.ndarray,
+        points: ClusterPoints,
+        header: HeaderLike,
+        boxes: np.ndarray | None = None,
+    ) -> bytes | Any:
+        """The message of the cluster rows ``table`` and their points, with the oriented
+        ``boxes`` if given."""
         if not self._verified:
-            return feature_objects_message(table, points, header)
+            return feature_objects_message(table, points, header, boxes)
         codec = _feature_codec(len(points.fields))
-        return feature_objects_cdr(codec, table, points, header, self._scratch)
+        return feature_objects_cdr(codec, table, points, header, self._scratch, boxes)
 
 
 class DetectionsEncoder(_Encoder):
@@ -404,11 +499,13 @@ class DetectionsEncoder(_Encoder):
     def serializes(self) -> bool:
         return self._codec is not None
 
-    def build(self, table: np.ndarray, header: HeaderLike) -> bytes | Any:
-        """The message of the cluster rows ``table``."""
+    def build(
+        self, table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None
+    ) -> bytes | Any:
+        """The message of the cluster rows ``table``, with the oriented ``boxes`` if given."""
         if self._codec is None:
-            return detections_message(table, header)
-        return detections_cdr(self._codec, table, header)
+            return detections_message(table, header, boxes)
+        return detections_cdr(self._codec, table, header, boxes)
 
 
 @functools.cache
@@ -483,11 +580,21 @@ def sample_clusters(
     return cluster_table(xyz, labels, len(sizes)), cloud, labels
 
 
+def sample_boxes(cloud: RawCloud, labels: np.ndarray, clusters: int) -> np.ndarray:
+    """The oriented boxes of :func:`sample_clusters`' clusters, for the checks."""
+    xyz = np.frombuffer(point_bytes(cloud)[:, :12].tobytes(), dtype="<f4").reshape(-1, 3)
+    return oriented_boxes(xyz[:, 0], xyz[:, 1], xyz[:, 2], labels, clusters)
+
+
 def _check_objects() -> bool:
-    table, _, _ = sample_clusters()
+    table, cloud, labels = sample_clusters()
     header = _sample_header()
-    return same_serialization(
-        objects_cdr(_objects_codec(), table, header), objects_message(table, header)
+    codec = _objects_codec()
+    return all(
+        same_serialization(
+            objects_cdr(codec, table, header, boxes), objects_message(table, header, boxes)
+        )
+        for boxes in (None, sample_boxes(cloud, labels, len(table)))
     )
 
 
@@ -496,19 +603,28 @@ def _check_feature_objects() -> bool:
     points = cluster_points(cloud, labels, len(table))
     header = _sample_header()
     codec = _feature_codec(len(points.fields))
-    return same_serialization(
-        feature_objects_cdr(codec, table, points, header),
-        feature_objects_message(table, points, header),
+    return all(
+        same_serialization(
+            feature_objects_cdr(codec, table, points, header, boxes=boxes),
+            feature_objects_message(table, points, header, boxes),
+        )
+        for boxes in (None, sample_boxes(cloud, labels, len(table)))
     )
 
 
 def _check_detections() -> bool:
-    table, _, _ = sample_clusters()
+    table, cloud, labels = sample_clusters()
+    boxes = np.concatenate([sample_boxes(cloud, labels, len(table))] * 3)
     table = np.concatenate([table] * 3)  # ids of one and two digits
     table["cluster_id"] = np.arange(len(table))
+    boxes["cluster_id"] = table["cluster_id"]
     header = _sample_header()
-    return same_serialization(
-        detections_cdr(_detections_codec(), table, header), detections_message(table, header)
+    codec = _detections_codec()
+    return all(
+        same_serialization(
+            detections_cdr(codec, table, header, given), detections_message(table, header, given)
+        )
+        for given in (None, boxes)
     )
 
 

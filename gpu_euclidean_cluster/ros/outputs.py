@@ -12,6 +12,10 @@ Topics (relative to the node's namespace):
   :mod:`.object_messages` for what they hold);
 - ``output/markers`` (visualization_msgs/MarkerArray), published last.
 
+With oriented boxes (``FramePipeline.process(..., oriented_boxes=True)``: the node's
+``pose_estimation``), the object messages and the markers carry the frame's ``boxes`` (yaw,
+length, width: see :mod:`.object_messages`), and ``output/clusters`` has their columns.
+
 Everything goes out as CDR bytes built column-wise (:mod:`.serialized`, :mod:`.object_messages`).
 An output without a subscriber is not built at all. The clusters' points of
 ``output/objects_with_feature`` come grouped by cluster from the frame layer (on the GPU backend
@@ -137,7 +141,7 @@ class NodeOutputs:
             cloud: the input cloud ``output`` came from (the object clouds copy its records).
         """
         started = time.perf_counter()
-        table = output.table
+        table, boxes = output.table, output.boxes
         if _listened(self._labeled):
             self._labeled.publish(publishable_cloud(output.labeled, header))
         if _listened(self._clusters):
@@ -146,17 +150,17 @@ class NodeOutputs:
             self._ground.publish(publishable_cloud(select_points(cloud, output.ground), header))
         if self._objects_with_feature is not None and _listened(self._objects_with_feature[0]):
             publisher, encoder = self._objects_with_feature
-            publisher.publish(encoder.build(table, _points(output, cloud), header))
+            publisher.publish(encoder.build(table, _points(output, cloud), header, boxes))
         if self._objects is not None and _listened(self._objects[0]):
             publisher, objects = self._objects
-            publisher.publish(objects.build(table, header))
+            publisher.publish(objects.build(table, header, boxes))
         if self._detections is not None and _listened(self._detections[0]):
             publisher, detections = self._detections
-            publisher.publish(detections.build(table, header))
+            publisher.publish(detections.build(table, header, boxes))
         published, objects_done = time.monotonic(), time.perf_counter()
         # Markers (~3 ms for 2000 clusters) after everything else, only for a display.
         if _listened(self._markers):
-            self._markers.publish(self._marker_encoder.build(table, header))
+            self._markers.publish(self._marker_encoder.build(table, header, boxes))
         else:
             self._marker_encoder.forget()
         return PublishTimings(

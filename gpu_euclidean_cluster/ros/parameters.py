@@ -212,6 +212,13 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         bounds=(0.0, math.inf),
     ),
     ParameterSpec(
+        "pose_estimation",
+        False,
+        "Autoware.ai's pose_estimation: a minimum-area rectangle in x-y per cluster (yaw, "
+        "length, width): output/clusters gains yaw, length, width; the objects and markers "
+        "are rotated boxes.",
+    ),
+    ParameterSpec(
         "remove_ground",
         False,
         "Autoware.ai's remove_ground: fit the ground plane by RANSAC (on the GPU with the CUDA "

@@ -10,7 +10,8 @@ and the C message's sequence. This module builds those bytes:
   copied once, into the returned ``bytes``.
 - :class:`MarkerEncoder`: the node's visualization_msgs/MarkerArray, the same markers as
   :class:`~.markers.MarkerBuilder` (same order, ids, namespaces and values), built column-wise
-  with NumPy for all markers at once instead of one Python message per marker.
+  with NumPy for all markers at once instead of one Python message per marker; with the
+  frame's oriented boxes (``FrameOutput.boxes``) the boxes rotated by their yaw.
 
 Encoding (plain CDR, XCDR1): the encapsulation header ``00 01 00 00`` (little-endian), then every
 primitive aligned to its size relative to the first byte after that header; a string is a uint32
@@ -45,6 +46,7 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..core.cluster_stats import CLUSTER_DTYPE, cluster_rgb
+from ..core.oriented_boxes import BOX_DTYPE, yaw_quaternion
 from ..pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud
 from .cloud_messages import cloud_to_message
 from .markers import (
@@ -225,11 +227,14 @@ class MarkerEncoder:
         if self._fallback is not None:
             self._fallback.forget()
 
-    def build(self, table: np.ndarray, header: Header) -> bytes | MarkerArray:
-        """The markers of the cluster rows ``table`` (see ``cluster_stats.cluster_table``)."""
+    def build(
+        self, table: np.ndarray, header: Header, boxes: np.ndarray | None = None
+    ) -> bytes | MarkerArray:
+        """The markers of the cluster rows ``table`` (see ``cluster_stats.cluster_table``), the
+        boxes the oriented ``boxes`` where given (``core.oriented_boxes``, one per row)."""
         if self._codec is None:
-            return self._fallback.build(table, header)  # type: ignore[union-attr]
-        data = marker_array_cdr(self._codec, table, header, self._previous)
+            return self._fallback.build(table, header, boxes)  # type: ignore[union-attr]
+        data = marker_array_cdr(self._codec, table, header, self._previous, boxes)
         self._previous = len(table)
         return data
 
@@ -637,12 +642,18 @@ def _scatter_string(
 
 
 def marker_array_cdr(
-    codec: RowCodec, table: np.ndarray, header: HeaderLike, previous: int
+    codec: RowCodec,
+    table: np.ndarray,
+    header: HeaderLike,
+    previous: int,
+    boxes: np.ndarray | None = None,
 ) -> bytes:
-    """The serialized MarkerArray of ``MarkerBuilder.build(table, header)`` after a frame of
-    ``previous`` clusters, with ``codec`` a :class:`RowCodec` of Marker (unchecked here: use
+    """The serialized MarkerArray of ``MarkerBuilder.build(table, header, boxes)`` after a frame
+    of ``previous`` clusters, with ``codec`` a :class:`RowCodec` of Marker (unchecked here: use
     :class:`MarkerEncoder`). Cluster ids are those of ``cluster_table``: non-negative."""
     count = len(table)
+    if boxes is not None and len(boxes) != count:
+        raise ValueError(f"{len(boxes)} boxes for {count} clusters")
     stale = max(previous - count, 0)
     rows = 2 * (count + stale)
     ids = np.concatenate(
@@ -688,9 +699,31 @@ def marker_array_cdr(
         "color.a": pairs(BOX_ALPHA, 1.0, np.float32),
         "text": texts,
     }
+    if boxes is not None:
+        z_low, z_high = boxes["min_z"].astype(np.float64), boxes["max_z"].astype(np.float64)
+        turn_z, turn_w = yaw_quaternion(boxes["yaw"])
+        columns.update(
+            {
+                "pose.position.x": pairs(boxes["center_x"], table["x"]),
+                "pose.position.y": pairs(boxes["center_y"], table["y"]),
+                "pose.position.z": pairs((z_low + z_high) / 2.0, high["z"] + LABEL_HEIGHT),
+                "pose.orientation.z": pairs(turn_z, 0.0),
+                "pose.orientation.w": _unit_w(pairs(turn_w, 1.0), count),
+                "scale.x": pairs(np.maximum(boxes["length"], MIN_BOX_SIDE), 0.0),
+                "scale.y": pairs(np.maximum(boxes["width"], MIN_BOX_SIDE), 0.0),
+                "scale.z": pairs(np.maximum(z_high - z_low, MIN_BOX_SIDE), LABEL_HEIGHT),
+            }
+        )
     writer = CdrWriter()
     writer.pack("I", rows)
     return b"".join((writer.value(), codec.encode(rows, columns, writer.position)))
+
+
+def _unit_w(values: np.ndarray, count: int) -> np.ndarray:
+    """``values`` with the DELETE rows' quaternion w (after the first ``2 * count``) at 1.0, a
+    default Marker's."""
+    values[2 * count :] = 1.0
+    return values
 
 
 @functools.lru_cache(maxsize=2)
@@ -762,10 +795,13 @@ def _verified_marker_codec() -> RowCodec | None:
     header.stamp.sec, header.stamp.nanosec = 12, 345
     builder = MarkerBuilder()
     previous = 0
-    for clusters in (14, 11, 0, 3):  # labels of 5 to 13 bytes; deletes after and alone
+    for clusters, oriented in ((14, False), (11, True), (0, False), (3, True)):
+        # labels of 5 to 13 bytes; deletes after and alone; oriented boxes
         table = _sample_table(clusters)
-        expected = builder.build(table, header)
-        if not _same_serialization(marker_array_cdr(codec, table, header, previous), expected):
+        boxes = _sample_boxes(table) if oriented else None
+        expected = builder.build(table, header, boxes)
+        ours = marker_array_cdr(codec, table, header, previous, boxes)
+        if not _same_serialization(ours, expected):
             log.warning("Marker CDR encoding does not match this ROS 2: publishing messages")
             return None
         previous = clusters
@@ -784,3 +820,15 @@ def _sample_table(clusters: int) -> np.ndarray:
         table[f"min_{axis}"] = centre - half
         table[f"max_{axis}"] = centre + half
     return table
+
+
+def _sample_boxes(table: np.ndarray) -> np.ndarray:
+    """Oriented boxes for the rows of :func:`_sample_table`: yaws across (-pi/2, pi/2]."""
+    boxes = np.zeros(len(table), dtype=BOX_DTYPE)
+    boxes["cluster_id"] = table["cluster_id"]
+    boxes["center_x"], boxes["center_y"] = table["x"] + 0.125, table["y"] - 0.25
+    boxes["yaw"] = np.linspace(np.pi / 2, -1.5, len(table))
+    boxes["length"] = np.arange(len(table)) * 0.5
+    boxes["width"] = np.arange(len(table)) * 0.01  # the first ones below MIN_BOX_SIDE
+    boxes["min_z"], boxes["max_z"] = table["min_z"], table["max_z"]
+    return boxes

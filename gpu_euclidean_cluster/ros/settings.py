@@ -39,6 +39,7 @@ class NodeSettings:
             ``-keep_lane_right_distance <= y <= keep_lane_left_distance`` (m, input frame) are
             clustered.
         ground: RANSAC ground removal before clustering (``frame/ground.py``), or None (off).
+        pose_estimation: a minimum-area oriented box per cluster (``core/oriented_boxes.py``).
     """
 
     cluster: ClusterConfig = field(
@@ -55,6 +56,7 @@ class NodeSettings:
     keep_lane_left_distance: float = DEFAULT_LANE_DISTANCE
     keep_lane_right_distance: float = DEFAULT_LANE_DISTANCE
     ground: GroundSettings | None = None
+    pose_estimation: bool = False
 
     @property
     def window(self) -> FrameWindow:
@@ -144,6 +146,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         keep_lane_left_distance=float(values["keep_lane_left_distance"]),  # type: ignore[arg-type]
         keep_lane_right_distance=float(values["keep_lane_right_distance"]),  # type: ignore[arg-type]
         ground=ground if values["remove_ground"] else None,
+        pose_estimation=bool(values["pose_estimation"]),
     )
 
 
