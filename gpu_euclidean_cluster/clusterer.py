@@ -60,6 +60,12 @@ class Backend(Protocol):
         (``cpu/autoware_voxel.py``, ``cuda/autoware_voxel.py``) give identical ids up to
         renumbering, so identical labels after :meth:`number_clusters`."""
 
+    def downsample(self, points: Any, leaf_size: float, clock: StageClock) -> tuple[Any, Any]:
+        """PCL ``VoxelGrid`` at ``(L, L, L)`` on finite ``points`` (``core/downsample.py``): int32
+        (N,) each point's voxel and float32 (V, 3) the voxel centroids, voxels numbered by
+        ascending linear index; timed as ``clock("build")``. The twins
+        (``cpu/autoware_voxel.py``, ``cuda/autoware_voxel.py``) are equal bit for bit."""
+
     def number_clusters(
         self, components: Any, min_size: int, max_size: int
     ) -> tuple[Any, np.ndarray, int]:
@@ -183,26 +189,18 @@ class EuclideanClusterer:
                 valid &= device_mask
             valid_index = xp.flatnonzero(valid)
             compact = device_points[valid_index]
-            bands = _range_bands(compact, config)
+            downsampled = config.algorithm == "exact" and config.downsample_leaf_size > 0
             # voxel_grid searches the voxel centroids (at most one per voxel and z layer), not
-            # the points: its search is not estimated.
-            if (
-                config.algorithm == "exact"
-                and config.max_work_s is not None
-                and needs_estimate(config.method, config.search)
-            ):
-                estimate = estimate_work(self.backend, compact, config, bands)
-                if estimate.seconds > config.max_work_s:
-                    raise WorkTooLargeError(estimate, config.max_work_s)
+            # the points: its search is not estimated; downsampling estimates its centroids'.
+            bands = None if downsampled else _range_bands(compact, config)
+            if config.algorithm == "exact" and not downsampled:
+                _check_work(self.backend, compact, config, bands)
         if config.algorithm == "voxel_grid":
             labelling = self.backend.label_voxel_grid(compact, config, clock)
-        elif bands is None:
-            labelling = self.backend.label(compact, config, clock)
+        elif downsampled:
+            labelling = _label_downsampled(self.backend, compact, config, clock)
         else:
-            labelling = _label_bands(self.backend, compact, bands, clock)
-        if config.algorithm == "exact" and config.cluster_merge_threshold > 0:
-            with clock("label"):
-                labelling.components = _merged(compact, labelling.components, config)
+            labelling = _label_exact(self.backend, compact, config, bands, clock)
         with clock("filter"):
             valid_labels, sizes, num_components = self.backend.number_clusters(
                 labelling.components, config.min_cluster_size, config.max_cluster_size
@@ -226,6 +224,53 @@ class EuclideanClusterer:
             num_labels_after_initial=labelling.num_labels_after_initial,
             peak_bytes=labelling.peak_bytes,
         )
+
+
+def _check_work(
+    backend: Backend, points: Any, config: ClusterConfig, bands: list[Band] | None
+) -> None:
+    """Raise WorkTooLargeError where the exact search of ``points`` is estimated over
+    ``max_work_s`` (methods and searches that cost O(N) are never estimated)."""
+    if config.max_work_s is not None and needs_estimate(config.method, config.search):
+        estimate = estimate_work(backend, points, config, bands)
+        if estimate.seconds > config.max_work_s:
+            raise WorkTooLargeError(estimate, config.max_work_s)
+
+
+def _label_exact(
+    backend: Backend,
+    points: Any,
+    config: ClusterConfig,
+    bands: list[Band] | None,
+    clock: StageClock,
+) -> Labelling:
+    """The exact clustering of finite ``points``: one tolerance, or the range ``bands``, then
+    Autoware.ai's centroid merging where ``cluster_merge_threshold`` is set."""
+    if bands is None:
+        labelling = backend.label(points, config, clock)
+    else:
+        labelling = _label_bands(backend, points, bands, clock)
+    if config.cluster_merge_threshold > 0:
+        with clock("label"):
+            labelling.components = _merged(points, labelling.components, config)
+    return labelling
+
+
+def _label_downsampled(
+    backend: Backend, points: Any, config: ClusterConfig, clock: StageClock
+) -> Labelling:
+    """Autoware.ai's downsampling (``core/downsample.py``): the voxel centroids of finite
+    ``points`` clustered as :func:`_label_exact` clusters points (range bands by a centroid's
+    range, merging on the centroids), and every point given its voxel's component."""
+    voxel, centroids = backend.downsample(points, config.downsample_leaf_size, clock)
+    inner = config.with_changes(downsample_leaf_size=0.0)
+    with clock("build"):
+        bands = _range_bands(centroids, inner)
+        _check_work(backend, centroids, inner, bands)
+    labelling = _label_exact(backend, centroids, inner, bands, clock)
+    with clock("label"):
+        labelling.components = labelling.components[voxel]
+    return labelling
 
 
 def estimate_work(

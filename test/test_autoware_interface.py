@@ -235,3 +235,25 @@ def test_autoware_names_set_live_and_stay_one_value(launched_autoware):
     refused = ros2(env, "param", "set", *SPIN, node, "voxel_leaf_size_m", "-1.0")
     assert "Setting parameter failed" in refused.stderr, describe(refused)
     assert _get(env, node, "voxel_leaf_size", launch) == "Double value is: 0.3"
+
+
+def test_autoware_ai_parameters_map_to_ours_and_its_params_file_is_valid():
+    from gpu_euclidean_cluster.ros.parameters import (
+        AUTOWARE_AI_PARAMETERS,
+        autoware_ai_parameters_markdown,
+    )
+
+    assert {ours for _, ours, _ in AUTOWARE_AI_PARAMETERS if ours} <= set(SPECS)
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert autoware_ai_parameters_markdown() in text, "README's Autoware.ai table is stale"
+    path = REPO / "config" / "autoware_ai.param.yaml"
+    values = yaml.safe_load(path.read_text(encoding="utf-8"))["/**"]["ros__parameters"]
+    assert set(values) <= set(SPECS)
+    for name, value in values.items():
+        default = SPECS[name].default
+        assert isinstance(value, type(default)) or (isinstance(default, list)), name
+    settings = settings_from_values({**DEFAULTS, **values})
+    assert settings.ground is not None and settings.ground.iterations == 100
+    assert settings.cluster.d_th == 0.75 and settings.cluster.min_cluster_size == 20
+    assert settings.cluster.cluster_merge_threshold == 1.5 and settings.pose_estimation
+    assert (settings.window.min_z, settings.window.max_z) == (-1.3, 0.5)

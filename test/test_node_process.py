@@ -191,6 +191,33 @@ def test_autoware_names_apply_unknown_ones_are_named_and_library_notices_reach_t
         ), output
 
 
+@pytest.mark.parametrize("name", ["gpu_euclidean_cluster.param.yaml", "autoware_ai.param.yaml"])
+def test_shipped_params_files_start_the_node(name, domain_id):
+    """Every shipped params file starts the node (an empty list, [], reaches rclpy as no value)."""
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
+    params = Path(__file__).resolve().parent.parent / "config" / name
+    process = subprocess.Popen(
+        _command("--params-file", str(params), "-p", "backend:=cpu"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # until the start-up line, or the end
+            lines.append(line)
+            if "clustering on" in line:
+                break
+    finally:
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=TIMEOUT_S)
+    output = "".join(lines) + rest
+    assert "clustering on cpu" in output and "[ERROR]" not in output, output
+    assert "None" not in output, output  # no parameter left without a value
+
+
 def test_bad_ros_arguments_exit_2_in_one_line():
     done = subprocess.run(
         _command("-p=d_th:=0.7"), capture_output=True, text=True, timeout=TIMEOUT_S

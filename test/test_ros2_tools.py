@@ -109,6 +109,7 @@ def test_installed_data_files_match_the_checkout():
     expected = {
         f"share/{PACKAGE}/package.xml": "package.xml",
         f"share/{PACKAGE}/launch/{LAUNCH_FILE}": f"launch/{LAUNCH_FILE}",
+        f"share/{PACKAGE}/launch/multi_lidar.launch.py": "launch/multi_lidar.launch.py",
         f"share/ament_index/resource_index/packages/{PACKAGE}": f"resource/{PACKAGE}",
         **{f"share/{PACKAGE}/config/{p.name}": f"config/{p.name}" for p in CONFIGS},
         **{

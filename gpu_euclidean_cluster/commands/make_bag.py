@@ -1,8 +1,19 @@
 """``gpu-euclidean-cluster make-bag``: write point-cloud files or simulated sweeps to a bag.
 
-Autoware style: topic ``/points_raw``, frame ``velodyne``, fields x y z intensity (float32) and
-ring (uint16), 10 Hz stamps. Sources without a ring field get one from each point's elevation and
-the beam table of ``--ring-sensor``; sources without intensity are refused (no invented values).
+Autoware style: topic ``/points_raw``, frame ``velodyne``, 10 Hz stamps, the fields of
+``--layout`` (see ``gpu_euclidean_cluster.pointcloud_io.bags``): ``xyzir`` (default) x y z
+intensity (float32) and ring (uint16), Autoware.ai's ``PointXYZIR`` fields packed; ``xyzirc``
+Autoware Universe's ``PointXYZIRC``; ``xyzircaedt`` nebula's ``PointXYZIRCAEDT``.
+
+Simulated sweeps (``--simulate``) have every field (``simulate``'s module docstring says how).
+Files: sources without intensity are refused (no invented values); a ring comes from the file's
+``ring`` (or ``channel``) field, else from each point's elevation and the beam table of
+``--ring-sensor``. For ``xyzirc``/``xyzircaedt`` the intensity is clipped to [0, 255] and rounded
+to uint8, and a file whose intensities all lie in [0, 1] with fractions (KITTI's reflectance) is
+refused rather than rounded to 0 and 1; ``return_type`` is the file's, else 0 (nebula's UNKNOWN).
+``xyzircaedt`` takes the file's ``time_stamp`` field (integer ns after the cloud's stamp) and
+refuses files without one; azimuth, elevation and distance are the file's fields where present,
+else computed from x y z as nebula defines them (``bags.polar_fields``).
 """
 
 from __future__ import annotations
@@ -15,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..core.units import NS_PER_S
 from .errors import CommandError
-from .simulate import add_simulation_arguments
+from .simulate import add_layout_argument, add_simulation_arguments
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,6 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "as a 30-frame bag)",
     )
     add_simulation_arguments(parser, frames=20)
+    add_layout_argument(parser)
     parser.add_argument(
         "--ring-sensor",
         default="hdl64e",
@@ -99,17 +111,51 @@ def storage_for(output: Path, storage: str | None) -> str:
     return storage
 
 
-def cloud_points(cloud: Cloud, path: Path, ring_elevations: Sequence[float]) -> np.ndarray:
-    """Autoware structured points of a loaded file; ring derived from elevation when absent."""
-    from ..pointcloud_io.bags import autoware_points, ring_from_elevation
+def cloud_points(
+    cloud: Cloud, path: Path, ring_elevations: Sequence[float], layout: str = "xyzir"
+) -> np.ndarray:
+    """Structured points of a loaded file in ``layout``; ring derived from elevation when absent
+    (the module docstring says what each layout takes from the file)."""
+    import numpy as np
 
-    intensity = cloud.fields.get("intensity")
+    from ..pointcloud_io.bags import layout_points, ring_from_elevation
+
+    fields = cloud.fields
+    intensity = fields.get("intensity")
     if intensity is None:
         raise CommandError(f"{path}: no intensity field; Autoware clouds need one")
-    ring = cloud.fields.get("ring")
+    ring = fields.get("ring", fields.get("channel"))
     if ring is None:
         ring = ring_from_elevation(cloud.xyz, ring_elevations)
-    return autoware_points(cloud.xyz, intensity, ring)
+    if layout == "xyzir":
+        return layout_points(layout, cloud.xyz, intensity, ring)
+    if intensity.dtype.kind == "f":
+        finite = intensity[np.isfinite(intensity)]
+        if finite.size and finite.min() >= 0 and finite.max() <= 1 and (finite % 1).any():
+            raise CommandError(
+                f"{path}: intensities lie in [0, 1] (normalised reflectance); a uint8 intensity "
+                f"({layout}) would round them to 0 and 1: use --layout xyzir"
+            )
+    extras = {}
+    if layout == "xyzircaedt":
+        stamps = fields.get("time_stamp")
+        if stamps is None:
+            raise CommandError(
+                f"{path}: no time_stamp field; --layout xyzircaedt needs each point's time "
+                "(ns after the cloud's stamp): use --layout xyzirc"
+            )
+        if stamps.dtype.kind not in "iu" or (stamps.size and stamps.min() < 0):
+            raise CommandError(
+                f"{path}: time_stamp is {stamps.dtype}; xyzircaedt needs whole ns >= 0 (uint32)"
+            )
+        extras = {name: fields.get(name) for name in ("azimuth", "elevation", "distance")}
+        extras["time_stamp"] = stamps
+    try:
+        return layout_points(
+            layout, cloud.xyz, intensity, ring, return_type=fields.get("return_type"), **extras
+        )
+    except ValueError as error:
+        raise CommandError(f"{path}: {error}") from None
 
 
 def file_frames(
@@ -119,26 +165,30 @@ def file_frames(
     start_ns: int,
     period_ns: int,
     repeat: int = 1,
+    layout: str = "xyzir",
 ) -> Iterator[tuple[int, np.ndarray]]:
     """The files' points as frames ``period_ns`` apart, all files ``repeat`` times over (each
-    file is read once)."""
+    file is read once, all of them before the first frame is yielded: a file refused stops the
+    command before the bag is created)."""
     from ..pointcloud_io import load_points
     from ..tools.simulation import get_sensor
 
     elevations = get_sensor(ring_sensor).elevations_deg
-    points = [cloud_points(load_points(path, fmt), path, elevations) for path in paths]
-    for index in range(repeat * len(points)):
-        yield start_ns + index * period_ns, points[index % len(points)]
+    points = [cloud_points(load_points(path, fmt), path, elevations, layout) for path in paths]
+    return (
+        (start_ns + index * period_ns, points[index % len(points)])
+        for index in range(repeat * len(points))
+    )
 
 
 def simulated_frames(
-    sensor: str, frames: int, seed: int, rate_hz: float, start_ns: int
+    sensor: str, frames: int, seed: int, rate_hz: float, start_ns: int, layout: str = "xyzir"
 ) -> Iterator[tuple[int, np.ndarray]]:
     from ..tools.simulation import LidarSimulator, get_sensor, street_scene
 
     simulator = LidarSimulator(get_sensor(sensor), seed=seed)
     for scan in simulator.sequence(street_scene(seed=seed), frames, rate_hz, start_ns):
-        yield scan.stamp_ns, scan.autoware_points()
+        yield scan.stamp_ns, scan.points(layout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,13 +209,21 @@ def run(args: argparse.Namespace) -> int:
     start_ns = round(start_s * NS_PER_S)
     period_ns = round(NS_PER_S / args.rate_hz)
     if args.simulate:
-        frames = simulated_frames(args.sensor, args.frames, args.seed, args.rate_hz, start_ns)
+        frames = simulated_frames(
+            args.sensor, args.frames, args.seed, args.rate_hz, start_ns, args.layout
+        )
     else:
         frames = file_frames(
-            args.inputs, args.format, args.ring_sensor, start_ns, period_ns, args.repeat
+            args.inputs,
+            args.format,
+            args.ring_sensor,
+            start_ns,
+            period_ns,
+            args.repeat,
+            args.layout,
         )
     count = write_pointcloud_bag(
         args.output, frames, storage=storage, topic=args.topic, frame_id=args.frame_id
     )
-    print(f"wrote {count} frames to {args.output} ({storage}, topic {args.topic})")
+    print(f"wrote {count} frames to {args.output} ({storage}, topic {args.topic}, {args.layout})")
     return 0

@@ -1,7 +1,18 @@
 """``gpu-euclidean-cluster simulate``: ray-cast a LiDAR through a street scene, one .npy per sweep.
 
-Each ``scan_NNNN.npy`` is a structured array with fields x y z intensity (float32), ring (uint16)
-and object_id (int32, ground truth: 0 = ground); ``load_points`` and ``make-bag`` read it.
+Each ``scan_NNNN.npy`` is a structured array of the ``--layout``'s fields followed by object_id
+(int32, ground truth: 0 = ground); ``load_points`` and ``make-bag`` read it. Layouts (see
+``gpu_euclidean_cluster.pointcloud_io.bags``):
+
+- ``xyzir`` (default): Autoware.ai's ``PointXYZIR`` fields, packed: x y z intensity (float32),
+  ring (uint16).
+- ``xyzirc``: Autoware Universe's ``PointXYZIRC``: x y z (float32), intensity (uint8: the float
+  intensity clipped to [0, 255] and rounded), return_type (uint8: 3, nebula's STRONGEST, for the
+  single simulated return), channel (uint16: the ring).
+- ``xyzircaedt``: nebula's ``PointXYZIRCAEDT``: ``xyzirc`` then azimuth, elevation (radians),
+  distance (m) computed from x y z as nebula defines them, and time_stamp (uint32 ns after the
+  sweep's stamp): the nominal firing time of the point's azimuth column (column k of K at k x
+  period / K; the scene is frozen at the sweep's stamp).
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "ground, walls, cars, people and poles, some moving; write one .npy per sweep.",
     )
     add_simulation_arguments(parser)
+    add_layout_argument(parser)
     parser.add_argument(
         "-o", "--out", type=Path, default=Path("simulated"), help="output directory"
     )
@@ -43,6 +55,24 @@ def add_simulation_arguments(parser: argparse.ArgumentParser, frames: int = 10) 
     )
 
 
+#: the point layouts of ``--layout`` (same as gpu_euclidean_cluster.pointcloud_io.bags.LAYOUTS,
+#: kept here so that building the parser does not import rosbags; test_layouts checks them)
+LAYOUTS = ("xyzir", "xyzirc", "xyzircaedt")
+
+
+def add_layout_argument(parser: argparse.ArgumentParser) -> None:
+    """``--layout``, shared with ``make-bag``."""
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="xyzir",
+        help="point layout: xyzir (default; Autoware.ai PointXYZIR fields: x y z intensity "
+        "float32, ring uint16, packed), xyzirc (Autoware Universe PointXYZIRC: x y z float32, "
+        "intensity uint8, return_type uint8, channel uint16), xyzircaedt (nebula "
+        "PointXYZIRCAEDT: xyzirc + azimuth, elevation, distance float32, time_stamp uint32 ns)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -58,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     for index, scan in enumerate(simulator.sequence(scene, args.frames, args.rate_hz)):
         path = args.out / f"scan_{index:04d}.npy"
-        np.save(path, scan.structured())
+        np.save(path, scan.structured(args.layout))
         visible = np.unique(scan.object_id[scan.object_id > 0]).size
         print(f"{path}: {len(scan)} points, {visible} objects visible")
     elapsed = time.perf_counter() - started

@@ -129,6 +129,18 @@ class ClusterConfig:
             (``core/merging.py`` gives the exact rule and where it differs from Autoware.ai).
             ``min_cluster_size`` and ``max_cluster_size`` count the points of merged clusters.
 
+        downsample_leaf_size: ``exact`` only: voxel-grid downsampling before clustering,
+            Autoware.ai's ``downsample_cloud`` with its ``leaf_size`` (0.1 m there); 0 (the
+            default): none. The points are binned into PCL ``VoxelGrid``'s grid of leaf ``(L, L,
+            L)`` (float32 inverse leaf, cells from the cloud's minima, voxels by ascending linear
+            index; where the grid would have more than INT32_MAX cells PCL returns the cloud
+            unchanged, and so every point is then its own voxel), each occupied voxel's centroid
+            stands for its points, the centroids are clustered exactly in 3-D with ``d_th`` (or
+            the range bands, a centroid's band by its own range; then merged by
+            ``cluster_merge_threshold``), and every point takes its voxel's cluster.
+            ``min_cluster_size`` and ``max_cluster_size`` count input points (Autoware.ai counted
+            the downsampled points). ``core/downsample.py`` gives the exact rules.
+
     The defaults (``auto``, range search) run the fastest exact configuration measured on real
     LiDAR frames and dense clouds (see benchmarks/README.md).
     """
@@ -151,6 +163,7 @@ class ClusterConfig:
     clustering_ranges: tuple[float, ...] = ()
     clustering_distances: tuple[float, ...] = ()
     cluster_merge_threshold: float = 0.0
+    downsample_leaf_size: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("clustering_ranges", "clustering_distances"):
@@ -212,7 +225,26 @@ def config_problems(config: ClusterConfig) -> list[str]:
         problems.append(f"pointer_jumping must be true or false, got {config.pointer_jumping!r}")
     problems.extend(_voxel_grid_problems(config))
     problems.extend(_range_band_problems(config))
+    problems.extend(_downsample_problems(config))
     return problems
+
+
+def _downsample_problems(config: ClusterConfig) -> list[str]:
+    """Problems of Autoware.ai's voxel-grid downsampling (``downsample_leaf_size``)."""
+    leaf = config.downsample_leaf_size
+    if isinstance(leaf, bool) or not isinstance(leaf, (int, float)) or not math.isfinite(leaf):
+        return [
+            f"downsample_leaf_size must be a finite number of metres (0: no downsampling), "
+            f"got {leaf!r}"
+        ]
+    if leaf < 0:
+        return [f"downsample_leaf_size must be >= 0 m (0: no downsampling), got {leaf}"]
+    if leaf > 0 and config.algorithm == "voxel_grid":
+        return [
+            "downsample_leaf_size applies to algorithm 'exact' only: 'voxel_grid' bins the "
+            "points into its own grid (voxel_leaf_size); leave it 0 with 'voxel_grid'"
+        ]
+    return []
 
 
 def _range_band_problems(config: ClusterConfig) -> list[str]:

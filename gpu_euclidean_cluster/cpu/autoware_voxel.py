@@ -28,6 +28,10 @@ The rules, as Autoware runs them on PCL (``ClusterConfig``'s docstring gives the
 
 The result is one piece id per point, -1 for a point of a dropped voxel or thinned away; the
 front door's canonical numbering then applies ``min_cluster_size`` (points after thinning).
+
+Steps 1 and 2 take a leaf per axis: :func:`downsample` runs them with Autoware.ai's cube
+``(L, L, L)`` and every voxel kept, for ``ClusterConfig.downsample_leaf_size``
+(``core/downsample.py`` states those rules).
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.downsample import Leaf, cube_leaf, inverse_leaf
 from ..core.timing import StageClock
 from ..core.units import INT32_MAX
-from ..core.voxel_split import HASH_MUL_1, HASH_MUL_2, Z_LEAF, split_oversized
+from ..core.voxel_split import HASH_MUL_1, HASH_MUL_2, split_oversized
 
 
 def hash32(index: np.ndarray) -> np.ndarray:
@@ -53,14 +58,6 @@ def hash32(index: np.ndarray) -> np.ndarray:
     return x
 
 
-def inverse_leaf(leaf: float) -> np.ndarray:
-    """PCL's float32 inverse leaf sizes ``(1/L, 1/L, 1/100000)``."""
-    one = np.float32(1.0)
-    return np.array(
-        [one / np.float32(leaf), one / np.float32(leaf), one / np.float32(Z_LEAF)], np.float32
-    )
-
-
 def extent_overflows(low: np.ndarray, high: np.ndarray, inv: np.ndarray) -> bool:
     """PCL's guard: the grid's cell count estimate exceeds INT32_MAX (the cloud is then returned
     unchanged). ``low``, ``high``: float32 (3,) minima and maxima of the cloud."""
@@ -72,9 +69,10 @@ def extent_overflows(low: np.ndarray, high: np.ndarray, inv: np.ndarray) -> bool
     return d[0] * d[1] * d[2] > INT32_MAX
 
 
-def linear_index(points: np.ndarray, leaf: float) -> np.ndarray | None:
+def linear_index(points: np.ndarray, leaf: float | Leaf) -> np.ndarray | None:
     """Each point's PCL voxel linear index (int64), or None where PCL's guard returns the cloud
-    unchanged. ``points``: finite (N, 3) float32, N > 0."""
+    unchanged. ``points``: finite (N, 3) float32, N > 0; ``leaf``: the edges per axis, or one
+    number for Autoware Universe's ``(L, L, Z_LEAF)`` (``core/downsample.py``)."""
     inv = inverse_leaf(leaf)
     low = points.min(axis=0)
     high = points.max(axis=0)
@@ -112,8 +110,9 @@ class VoxelGrid:
         return voxel
 
 
-def voxel_grid(points: np.ndarray, leaf: float, min_points_per_voxel: int) -> VoxelGrid:
-    """Step 1 and 2 of the module's rules for finite (N, 3) float32 ``points``."""
+def voxel_grid(points: np.ndarray, leaf: float | Leaf, min_points_per_voxel: int) -> VoxelGrid:
+    """Step 1 and 2 of the module's rules for finite (N, 3) float32 ``points`` (``leaf`` as in
+    :func:`linear_index`)."""
     n = int(points.shape[0])
     index = np.arange(n, dtype=np.int64)
     linear = linear_index(points, leaf) if n else index
@@ -140,6 +139,13 @@ def voxel_grid(points: np.ndarray, leaf: float, min_points_per_voxel: int) -> Vo
         counts=seg_counts[kept],
         centroids=centroids.reshape(-1, 3),
     )
+
+
+def downsample(points: np.ndarray, leaf_size: float) -> tuple[np.ndarray, np.ndarray]:
+    """PCL ``VoxelGrid`` at ``(L, L, L)`` on finite (N, 3) float32 ``points``
+    (``core/downsample.py``): int32 (N,) each point's voxel, float32 (V, 3) the centroids."""
+    grid = voxel_grid(points, cube_leaf(leaf_size), 1)
+    return grid.voxel_of_points().astype(np.int32), grid.centroids
 
 
 def flat_centroids(centroids: np.ndarray) -> np.ndarray:

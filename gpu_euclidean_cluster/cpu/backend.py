@@ -24,7 +24,7 @@ from ..core.numbering import canonical_labels
 from ..core.result import Labelling
 from ..core.timing import StageClock
 from ..pointcloud_io.velodyne.packets import decode_packets
-from .autoware_voxel import voxel_grid_components
+from .autoware_voxel import downsample, voxel_grid_components
 from .frame import CpuFrameCodec
 from .graph import adjacency_list, neighbour_edges
 from .union_find import grid_fits, union_find_components
@@ -74,6 +74,13 @@ class CpuBackend:
         self, components: np.ndarray, min_size: int, max_size: int
     ) -> tuple[np.ndarray, np.ndarray, int]:
         return canonical_labels(components, min_size, max_size)
+
+    def downsample(
+        self, points: np.ndarray, leaf_size: float, clock: StageClock
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """PCL ``VoxelGrid`` at ``(L, L, L)`` (``autoware_voxel.py``'s ``downsample``)."""
+        with clock("build"):
+            return downsample(points, leaf_size)
 
     def label_voxel_grid(
         self, points: np.ndarray, config: ClusterConfig, clock: StageClock

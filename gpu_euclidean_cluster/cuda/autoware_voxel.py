@@ -17,16 +17,22 @@ the kept-voxel count (a 4-byte copy into page-locked memory), which sizes the ce
 
 Kernel launches: 7 + 1 sort + 1 scan before the labelling, then 2 (no split possible) or
 4 + rounds after it, plus two memsets.
+
+:func:`downsample_gpu` runs the same grid and centroids (``_voxels``, ``_centroids``) with a leaf
+``(L, L, L)`` and every voxel kept, then each point's voxel (``aw_voxel_of_points``): the
+downsampling of ``ClusterConfig.downsample_leaf_size`` (``core/downsample.py``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import cupy
 import numpy as np
 
+from ..core.downsample import Leaf, autoware_leaf, cube_leaf, inverse_leaf
 from ..core.timing import StageClock
 from ..core.units import INT32_MAX
 from ..core.voxel_split import (
@@ -36,7 +42,6 @@ from ..core.voxel_split import (
     HASH_MUL_1,
     HASH_MUL_2,
     SPLIT_LEAF,
-    Z_LEAF,
     rounds_needed,
 )
 from .module import THREADS, KernelSource, blocks, get_kernel
@@ -70,13 +75,6 @@ _D2H = 2  # cudaMemcpyDeviceToHost
 _HOST = threading.local()  # a page-locked int32 word per thread, for the voxel count
 
 
-def _inverse_leaf(leaf: float) -> np.ndarray:
-    one = np.float32(1.0)
-    return np.array(
-        [one / np.float32(leaf), one / np.float32(leaf), one / np.float32(Z_LEAF)], np.float32
-    )
-
-
 def _read_int(device_word: cupy.ndarray) -> int:
     """One int32 of the device, through this thread's page-locked word (synchronises)."""
     word = getattr(_HOST, "word", None)
@@ -87,6 +85,92 @@ def _read_int(device_word: cupy.ndarray) -> int:
     cupy.cuda.runtime.memcpyAsync(word.ctypes.data, device_word.data.ptr, 4, _D2H, stream.ptr)
     stream.synchronize()
     return int(word[0])
+
+
+@dataclass
+class _Voxels:
+    """A cloud's PCL voxel grid on the device (the CPU twin's ``voxel_grid``, steps 1 and 2).
+
+    Attributes:
+        points: the (N, 3) float32 points, C-contiguous.
+        keys: uint64 (N,): the sorted keys ``linear index << 32 | hash32(point index)``.
+        flag: int32 (N,): 1 where a sorted position starts a kept voxel.
+        number: int32 (N,): the inclusive scan of ``flag`` (a kept voxel's number plus one).
+        count: V, the kept voxels (read back: the one host synchronisation).
+    """
+
+    points: cupy.ndarray
+    keys: cupy.ndarray
+    flag: cupy.ndarray
+    number: cupy.ndarray
+    count: int
+
+
+def _voxels(device_id: int, points: cupy.ndarray, leaf: Leaf, min_points_per_voxel: int) -> _Voxels:
+    """The grid of finite ``points`` (N > 0) at ``leaf`` per axis, with PCL's guard: the bounds
+    and the grid on the device (``aw_minmax``, ``aw_grid``), the keys (``aw_keys``) sorted by
+    cupy, the kept-voxel flags (``aw_flags``) and their scan, and V read back."""
+
+    def kernel(name: str) -> cupy.RawKernel:
+        return get_kernel(AUTOWARE_VOXEL, name, device_id)
+
+    points = cupy.ascontiguousarray(points, dtype=cupy.float32)
+    n = int(points.shape[0])
+    n32 = np.int32(n)
+    grid = blocks(n)
+    inv = inverse_leaf(leaf)
+    params = cupy.zeros(8, dtype=cupy.uint64)  # AwGrid
+    kernel("aw_minmax")((MINMAX_BLOCKS,), (THREADS,), (points, n32, params))
+    kernel("aw_grid")((1,), (1,), (params, inv[0], inv[1], inv[2]))
+    keys = cupy.empty(n, dtype=cupy.uint64)
+    kernel("aw_keys")(grid, (THREADS,), (points, n32, inv[0], inv[1], inv[2], params, keys))
+    keys.sort()
+    flag = cupy.empty(n, dtype=cupy.int32)
+    min_points = np.int32(min(max(int(min_points_per_voxel), 1), INT32_MAX))
+    kernel("aw_flags")(grid, (THREADS,), (keys, n32, min_points, params, flag))
+    number = cupy.cumsum(flag, dtype=cupy.int32)
+    return _Voxels(points, keys, flag, number, _read_int(number[n - 1 :]))
+
+
+def _centroids(device_id: int, voxels: _Voxels, with_z: bool) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """Each kept voxel's first sorted position, int32 (V,), and its centroid, float32 (V, 3):
+    (x, y, z) ``with_z``, else flattened to (x, y, 0) (``aw_centroids``)."""
+    n = int(voxels.keys.shape[0])
+    vstart = cupy.empty(voxels.count, dtype=cupy.int32)
+    centroids = cupy.empty((voxels.count, 3), dtype=cupy.float32)
+    get_kernel(AUTOWARE_VOXEL, "aw_centroids", device_id)(
+        blocks(n),
+        (THREADS,),
+        (
+            voxels.points,
+            voxels.keys,
+            voxels.flag,
+            voxels.number,
+            np.int32(n),
+            np.int32(with_z),
+            vstart,
+            centroids,
+        ),
+    )
+    return vstart, centroids
+
+
+def downsample_gpu(
+    device_id: int, points: cupy.ndarray, leaf_size: float
+) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """PCL ``VoxelGrid`` at ``(L, L, L)`` on finite (N, 3) float32 ``points`` on the device
+    (``core/downsample.py``; the CPU twin's ``downsample``): int32 (N,) each point's voxel,
+    float32 (V, 3) the centroids. One host synchronisation (V)."""
+    n = int(points.shape[0])
+    if n == 0:
+        return cupy.empty(0, dtype=cupy.int32), cupy.empty((0, 3), dtype=cupy.float32)
+    voxels = _voxels(device_id, points, cube_leaf(leaf_size), 1)
+    _, centroids = _centroids(device_id, voxels, with_z=True)
+    voxel = cupy.empty(n, dtype=cupy.int32)
+    get_kernel(AUTOWARE_VOXEL, "aw_voxel_of_points", device_id)(
+        blocks(n), (THREADS,), (voxels.keys, voxels.number, np.int32(n), voxel)
+    )
+    return voxel, centroids
 
 
 def voxel_grid_components_gpu(
@@ -109,27 +193,14 @@ def voxel_grid_components_gpu(
     def kernel(name: str) -> cupy.RawKernel:
         return get_kernel(AUTOWARE_VOXEL, name, device_id)
 
-    points = cupy.ascontiguousarray(points, dtype=cupy.float32)
     n32 = np.int32(n)
     grid = blocks(n)
-    inv = _inverse_leaf(leaf)
     with clock("build"):
-        params = cupy.zeros(8, dtype=cupy.uint64)  # AwGrid
-        kernel("aw_minmax")((MINMAX_BLOCKS,), (THREADS,), (points, n32, params))
-        kernel("aw_grid")((1,), (1,), (params, inv[0], inv[1], inv[2]))
-        keys = cupy.empty(n, dtype=cupy.uint64)
-        kernel("aw_keys")(grid, (THREADS,), (points, n32, inv[0], inv[1], inv[2], params, keys))
-        keys.sort()
-        flag = cupy.empty(n, dtype=cupy.int32)
-        min_points = np.int32(min(max(int(min_points_per_voxel), 1), INT32_MAX))
-        kernel("aw_flags")(grid, (THREADS,), (keys, n32, min_points, params, flag))
-        number = cupy.cumsum(flag, dtype=cupy.int32)
-        v = _read_int(number[n - 1 :])
-        if v == 0:
+        voxels = _voxels(device_id, points, autoware_leaf(leaf), min_points_per_voxel)
+        if voxels.count == 0:
             return cupy.full(n, -1, dtype=cupy.int32)
-        vstart = cupy.empty(v, dtype=cupy.int32)
-        flat = cupy.empty((v, 3), dtype=cupy.float32)
-        kernel("aw_centroids")(grid, (THREADS,), (points, keys, flag, number, n32, vstart, flat))
+        keys, number = voxels.keys, voxels.number
+        vstart, flat = _centroids(device_id, voxels, with_z=False)
     components = cupy.ascontiguousarray(label_centroids(flat), dtype=cupy.int32)
     with clock("build"):
         piece, piece_voxels = _pieces(device_id, flat, components, max_voxels_per_cluster)

@@ -15,7 +15,7 @@ from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
 from ..core.result import Labelling
 from ..core.timing import StageClock
-from .autoware_voxel import AUTOWARE_VOXEL, voxel_grid_components_gpu
+from .autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
 from .ccl import label_edges, label_vertices
 from .frame import CudaFrameCodec
 from .graph import NeighbourSearch, build_adjacency_list, build_edge_set, free_device_memory
@@ -103,6 +103,16 @@ class CudaBackend:
         with self._device:
             # The numbering kernels skip id -1 (no component) and label it -1.
             return canonical_labels_gpu(self.device_id, components, min_size, max_size)
+
+    def downsample(
+        self, points: cupy.ndarray, leaf_size: float, clock: StageClock
+    ) -> tuple[cupy.ndarray, cupy.ndarray]:
+        """PCL ``VoxelGrid`` at ``(L, L, L)`` on the device (``autoware_voxel.py``'s
+        ``downsample_gpu``, the CPU twin's rules)."""
+        with self._device:
+            compile_source(AUTOWARE_VOXEL, self.device_id)  # before the stage is timed
+            with clock("build"):
+                return downsample_gpu(self.device_id, points, leaf_size)
 
     def label_voxel_grid(
         self, points: cupy.ndarray, config: ClusterConfig, clock: StageClock

@@ -8,7 +8,29 @@ stored (no copy of the payload); ROS 1 messages are converted at byte level by
 
 Writing: :func:`write_pointcloud_bag` stores structured NumPy point arrays as PointCloud2 messages
 in a ROS 1 bag or a ROS 2 bag (sqlite3 or MCAP storage). :func:`autoware_points` builds the
-Autoware-style point layout (``x y z intensity`` float32, ``ring`` uint16).
+Autoware.ai-style point layout (``x y z intensity`` float32, ``ring`` uint16), and
+:func:`layout_points` any of :data:`LAYOUTS`, the point layouts of both Autoware generations:
+
+- ``xyzir`` (:data:`AUTOWARE_DTYPE`, 18 bytes): Autoware.ai's ``PointXYZIR`` fields, packed: x 0,
+  y 4, z 8, intensity 12 (float32), ring 16 (uint16). The packed variant is what ROS 2's
+  ``velodyne_pointcloud`` (``PointCloud2Modifier::setPointCloud2Fields``) publishes;
+  Autoware.ai's own ``velodyne_pointcloud::PointXYZIR`` (``PCL_ADD_POINT4D``, ``EIGEN_ALIGN16``)
+  through ``pcl::toROSMsg`` pads z with 4 bytes and the point to 32 (intensity 16, ring 20; so does
+  nebula's deprecated ``PointXYZIR``). Readers that look fields up by name (PCL's
+  ``fromROSMsg``, this package) read both alike.
+- ``xyzirc`` (:data:`XYZIRC_DTYPE`, 16 bytes): Autoware Universe's ``PointXYZIRC``
+  (``autoware_point_types``): x 0, y 4, z 8 (float32), intensity 12 (uint8), return_type 13
+  (uint8), channel 14 (uint16).
+- ``xyzircaedt`` (:data:`XYZIRCAEDT_DTYPE`, 32 bytes): nebula's ``PointXYZIRCAEDT`` (Autoware
+  Universe's LiDAR driver), the ``xyzirc`` fields then azimuth 16, elevation 20, distance 24
+  (float32) and time_stamp 28 (uint32).
+
+The uint8 intensity of the last two is the float intensity clipped to [0, 255] and rounded to the
+nearest integer, ties to even (:func:`intensity_to_uint8`). ``channel`` is the ring (0 = lowest
+beam, as nebula's Velodyne decoder's ``laser_ring``). ``return_type`` is nebula's ``ReturnType``
+(0 UNKNOWN when not given). azimuth, elevation and distance default to the values of
+:func:`polar_fields` (nebula's definitions, from x y z); ``time_stamp`` (ns after the cloud's
+header stamp) has no default: it must be given.
 
 Every expected failure (missing path, unknown format, corrupt or truncated bag, missing topic,
 wrong message type) raises :class:`BagError` with a one-line reason.
@@ -37,6 +59,9 @@ from rosbags.rosbag2 import WriterError as Ros2WriterError
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.store import Typestore
+
+from .velodyne.packets import POINT_DTYPE as NEBULA_POINT_DTYPE
+from .velodyne.packets import RETURN_UNKNOWN
 
 POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
 """Message type name (rosbags spelling) of the only type these bags carry for us."""
@@ -97,7 +122,33 @@ _POINTFIELD_TYPES = {
 AUTOWARE_DTYPE = np.dtype(
     [("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<f4"), ("ring", "<u2")]
 )
-"""Autoware ``/points_raw`` layout: x y z intensity float32 and ring uint16, packed."""
+"""Autoware.ai ``/points_raw`` layout ``xyzir``: x y z intensity float32 and ring uint16, packed
+(18 bytes; Autoware.ai's PCL ``PointXYZIR`` is the same fields padded to 32: see the module
+docstring)."""
+
+XYZIRC_DTYPE = np.dtype(
+    [
+        ("x", "<f4"),
+        ("y", "<f4"),
+        ("z", "<f4"),
+        ("intensity", "u1"),
+        ("return_type", "u1"),
+        ("channel", "<u2"),
+    ]
+)
+"""Autoware Universe's ``PointXYZIRC`` (``autoware_point_types``): 16 bytes, no padding."""
+
+XYZIRCAEDT_DTYPE = NEBULA_POINT_DTYPE
+"""nebula's ``PointXYZIRCAEDT``: ``XYZIRC_DTYPE`` then azimuth, elevation, distance (float32 at
+16, 20, 24) and time_stamp (uint32 at 28): 32 bytes."""
+
+LAYOUTS = ("xyzir", "xyzirc", "xyzircaedt")
+"""Point layouts :func:`layout_points` builds (``make-bag``/``simulate --layout``)."""
+
+LAYOUT_DTYPES = {"xyzir": AUTOWARE_DTYPE, "xyzirc": XYZIRC_DTYPE, "xyzircaedt": XYZIRCAEDT_DTYPE}
+
+#: nebula's ``ReturnType`` for a return of unknown kind (what ``return_type`` defaults to)
+RETURN_TYPE_UNKNOWN = RETURN_UNKNOWN
 
 
 class BagError(ValueError):
@@ -298,6 +349,99 @@ def autoware_points(xyz: np.ndarray, intensity: np.ndarray, ring: np.ndarray) ->
     points["x"], points["y"], points["z"] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
     points["intensity"] = intensity
     points["ring"] = ring
+    return points
+
+
+def intensity_to_uint8(intensity: np.ndarray) -> np.ndarray:
+    """Float (or integer) intensities as the uint8 of ``xyzirc``/``xyzircaedt``: clipped to
+    [0, 255], rounded to the nearest integer (ties to even). NaN is refused (ValueError)."""
+    values = np.asarray(intensity)
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        raise ValueError("intensity holds NaN; a uint8 intensity cannot represent it")
+    return np.clip(np.rint(values.astype(np.float64)), 0, 255).astype(np.uint8)
+
+
+def polar_fields(xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(azimuth, elevation, distance)`` float32 of (N, 3) points, as nebula defines them.
+
+    - ``distance``: metres from the sensor origin, ``sqrt(x^2 + y^2 + z^2)``.
+    - ``azimuth``: radians in [0, 2 pi), measured from +x clockwise seen from above (towards -y),
+      ``atan2(-y, x)``: nebula's Velodyne decoders build ``x = xy cos(azimuth)``, ``y = -xy
+      sin(azimuth)``. (nebula's Hesai decoder measures from +y instead: ``x = xy sin(azimuth)``.)
+    - ``elevation``: radians above the x-y plane, ``atan2(z, hypot(x, y))``: nebula's documented
+      unit (its Hesai and Robosense decoders); its Velodyne decoders store the sine of the beam's
+      angle in this field instead (within 1 % of the angle for beams up to 14 degrees off level).
+
+    Computed in float64 from the float32 coordinates, rounded once to float32.
+    """
+    xyz = np.asarray(xyz, dtype=np.float64)
+    if xyz.ndim != 2 or xyz.shape[1] != 3:
+        raise ValueError(f"points must have shape (N, 3), got {xyz.shape}")
+    x, y, z = xyz[:, 0], xyz[:, 1], xyz[:, 2]
+    planar = np.hypot(x, y)
+    distance = np.sqrt(planar * planar + z * z).astype(np.float32)
+    azimuth = np.mod(np.arctan2(-y, x), 2 * np.pi).astype(np.float32)
+    azimuth[azimuth >= np.float32(2 * np.pi)] = 0  # a tiny negative angle rounded up to 2 pi
+    elevation = np.arctan2(z, planar).astype(np.float32)
+    return azimuth, elevation, distance
+
+
+def layout_points(
+    layout: str,
+    xyz: np.ndarray,
+    intensity: np.ndarray,
+    ring: np.ndarray,
+    *,
+    return_type: np.ndarray | int | None = None,
+    azimuth: np.ndarray | None = None,
+    elevation: np.ndarray | None = None,
+    distance: np.ndarray | None = None,
+    time_stamp: np.ndarray | None = None,
+) -> np.ndarray:
+    """Points in one of :data:`LAYOUTS` (see the module docstring for each).
+
+    ``xyzir`` takes x y z, intensity and ring only. ``xyzirc`` and ``xyzircaedt`` store the ring
+    as ``channel`` and the intensity as uint8 (:func:`intensity_to_uint8`); ``return_type``
+    defaults to 0 (UNKNOWN). ``xyzircaedt`` also needs ``time_stamp`` (ns after the header
+    stamp, uint32); azimuth, elevation and distance not given are :func:`polar_fields` of x y z.
+
+    Raises:
+        ValueError: unknown layout, mismatched shapes, NaN intensity, or ``xyzircaedt`` without
+            ``time_stamp``.
+    """
+    if layout not in LAYOUT_DTYPES:
+        raise ValueError(f"unknown point layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    xyz_ir = autoware_points(xyz, intensity, ring)  # checks the shapes
+    if layout == "xyzir":
+        return xyz_ir
+    n = xyz_ir.shape[0]
+    extras = {
+        "return_type": return_type,
+        "azimuth": azimuth,
+        "elevation": elevation,
+        "distance": distance,
+        "time_stamp": time_stamp,
+    }
+    for name, value in extras.items():
+        if value is not None and np.ndim(value) != 0 and np.shape(value) != (n,):
+            raise ValueError(f"{name} {np.shape(value)} must have shape ({n},)")
+    points = np.zeros(n, dtype=LAYOUT_DTYPES[layout])
+    for axis in "xyz":
+        points[axis] = xyz_ir[axis]
+    points["intensity"] = intensity_to_uint8(intensity)
+    points["return_type"] = RETURN_TYPE_UNKNOWN if return_type is None else return_type
+    points["channel"] = xyz_ir["ring"]
+    if layout == "xyzirc":
+        return points
+    if time_stamp is None:
+        raise ValueError("xyzircaedt needs each point's time_stamp (ns after the header stamp)")
+    if azimuth is None or elevation is None or distance is None:
+        derived = dict(zip(("azimuth", "elevation", "distance"), polar_fields(xyz), strict=True))
+        azimuth = derived["azimuth"] if azimuth is None else azimuth
+        elevation = derived["elevation"] if elevation is None else elevation
+        distance = derived["distance"] if distance is None else distance
+    points["azimuth"], points["elevation"], points["distance"] = azimuth, elevation, distance
+    points["time_stamp"] = time_stamp
     return points
 
 

@@ -52,7 +52,12 @@ def declare_node_parameters(node: Node) -> dict[str, object]:
     given = {name: p.value for name, p in overrides.items() if name in SPECS or name in ALIAS_OF}
     resolved = resolve_aliases(given)
     for spec in PARAMETERS:
-        node.declare_parameter(spec.name, resolved.get(spec.name, spec.default), descriptor(spec))
+        value = resolved.get(spec.name, spec.default)
+        # A params file's empty list ([]) reaches rclpy as no value: it means the empty list.
+        empty = spec.type_name == "number[]" and value is None
+        node.declare_parameter(
+            spec.name, [] if empty else value, descriptor(spec), ignore_override=empty
+        )
     for alias in ALIASES:
         target = SPECS[alias.target]
         spec = replace(

@@ -188,6 +188,14 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         bounds=(0.0, math.inf),
     ),
     ParameterSpec(
+        "downsample_leaf_size",
+        config.DEFAULT_CONFIG.downsample_leaf_size,
+        "Autoware.ai's downsample_cloud / leaf_size: the points are binned into a PCL voxel grid "
+        "of this leaf (m, every axis), the voxel centroids are clustered, and every point takes "
+        "its voxel's cluster; 0 = off. Not with algorithm voxel_grid.",
+        bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
         "clustering_ranges",
         [],
         "Autoware.ai's range bands: horizontal distances (m, increasing) where the tolerance "
@@ -469,6 +477,52 @@ AUTOWARE_NOT_APPLIED: dict[str, str] = {
     "negative": "as min_x",
     "max_cluster_diagonal_size": "no size filter on a cluster's diagonal",
 }
+
+#: Autoware.ai's ``lidar_euclidean_cluster_detect`` parameters (its ``config/params.yaml``): our
+#: parameter, or None, and how they compare. ``config/autoware_ai.param.yaml`` sets ours to its
+#: defaults.
+AUTOWARE_AI_PARAMETERS: tuple[tuple[str, str | None, str], ...] = (
+    ("points_node", None, "the input topic: remap input/points"),
+    ("use_gpu", "backend", "backend auto (CUDA when present); every stage runs on the GPU"),
+    ("remove_points_upto", "min_range", "min_range keeps r >= min_range; Autoware.ai r > it"),
+    ("downsample_cloud", "downsample_leaf_size", "0 = off; else the leaf_size"),
+    ("leaf_size", "downsample_leaf_size", "every input point takes its voxel's cluster"),
+    ("clip_min_height", "min_z", "same (inclusive)"),
+    ("clip_max_height", "max_z", "same (inclusive)"),
+    ("keep_lanes", "keep_lanes", "same"),
+    ("keep_lane_left_distance", "keep_lane_left_distance", "same (give 5.0, not 5: a double)"),
+    ("keep_lane_right_distance", "keep_lane_right_distance", "same (a double)"),
+    (
+        "remove_ground",
+        "remove_ground",
+        "RANSAC plane within ground_max_slope_deg of horizontal (Autoware.ai: 0.1 rad, 100 "
+        "iterations, 0.2 m) without PCL's least-squares refit",
+    ),
+    ("use_diffnormals", None, "Difference-of-Normals filtering is not implemented yet"),
+    ("cluster_size_min", "min_cluster_size", "points of the (merged) cluster"),
+    ("cluster_size_max", "max_cluster_size", "points of the (merged) cluster"),
+    ("clustering_distance", "d_th", "same"),
+    ("use_multiple_thres", "clustering_ranges", "true: give clustering_ranges; [] = off"),
+    ("clustering_ranges", "clustering_ranges", "same bands (horizontal distance)"),
+    ("clustering_distances", "clustering_distances", "same"),
+    (
+        "cluster_merge_threshold",
+        "cluster_merge_threshold",
+        "transitive merging of x-y centroids (Autoware.ai: always on, its result depends on "
+        "cluster order); 0 = off",
+    ),
+    ("pose_estimation", "pose_estimation", "canonical yaw (length >= width)"),
+    ("output_frame", None, "no transform: outputs keep the input's frame"),
+)
+
+
+def autoware_ai_parameters_markdown() -> str:
+    """The README's table of Autoware.ai's parameters, from :data:`AUTOWARE_AI_PARAMETERS`."""
+    lines = ["| Autoware.ai | Ours | Difference |", "|---|---|---|"]
+    for theirs, ours, difference in AUTOWARE_AI_PARAMETERS:
+        lines.append(f"| `{theirs}` | {f'`{ours}`' if ours else '—'} | {difference} |")
+    return "\n".join(lines)
+
 
 #: Parameters every rclpy node has; overrides of them are rclpy's, not unknown.
 ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")

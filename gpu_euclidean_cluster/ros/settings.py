@@ -128,6 +128,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
             clustering_ranges=_numbers(values["clustering_ranges"]),
             clustering_distances=_numbers(values["clustering_distances"]),
             cluster_merge_threshold=values["cluster_merge_threshold"],
+            downsample_leaf_size=values["downsample_leaf_size"],
         )
     except ConfigError as error:
         problems.insert(0, str(error))

@@ -1,5 +1,6 @@
 // The voxel_grid algorithm (Autoware's voxel_grid_based_euclidean_cluster) on the GPU: the
-// voxel grid, the centroids, the split of oversized clusters and the points' pieces. Its own
+// voxel grid, the centroids, the split of oversized clusters and the points' pieces; the same
+// grid and centroids downsample a cloud (ClusterConfig.downsample_leaf_size). Its own
 // compile unit (AUTOWARE_VOXEL in cuda/autoware_voxel.py), compiled by NVRTC with --fmad=false.
 // The constants come from core/voxel_split.py with -D (the CPU twins, cpu/autoware_voxel.py and
 // core/voxel_split.py, use the same values), so they are never defined here:
@@ -20,9 +21,11 @@
 // * voxels (aw_flags): a sorted position starts a kept voxel when its linear index is new and the
 //   position min_points - 1 further has the same one; an inclusive scan numbers the kept voxels
 //   by ascending linear index.
-// * centroid (aw_centroids): the double sum of the voxel's x (and y) in sorted order, one thread
-//   per voxel, sequential from 0, divided by the count in double, rounded to float. Only x and y
-//   are written (z = 0: the flattened centroid).
+// * centroid (aw_centroids): the double sum of the voxel's x (and y, and z for downsampling) in
+//   sorted order, one thread per voxel, sequential from 0, divided by the count in double,
+//   rounded to float. For voxel_grid only x and y are summed (z = 0: the flattened centroid).
+// * downsampling (core/downsample.py): the same grid with a leaf (L, L, L) and min_points 1, the
+//   3-D centroids, and each point's voxel number (aw_voxel_of_points).
 // * split (aw_component_sizes, aw_split_init, aw_split_place, aw_split_round): core/voxel_split.py's
 //   rounds. The oversized components are laid out one after another (the arrangement); each
 //   round, one block per piece over the bound: its voxels in arrangement order (ascending voxel
@@ -185,13 +188,13 @@ extern "C" __global__ void aw_flags(const aw_u64* __restrict__ keys, int n, int 
     flag[p] = start && (long long)p + m - 1 < n && (keys[p + m - 1] >> 32) == linear;
 }
 
-// number = inclusive scan of flag. Per kept voxel: its first sorted position and the flattened
-// centroid (x, y, 0).
+// number = inclusive scan of flag. Per kept voxel: its first sorted position and the centroid,
+// (x, y, z) with with_z (downsampling), else flattened to (x, y, 0) (voxel_grid).
 extern "C" __global__ void aw_centroids(const float* __restrict__ points,
                                         const aw_u64* __restrict__ keys,
                                         const int* __restrict__ flag,
-                                        const int* __restrict__ number, int n, int* vstart,
-                                        float* flat) {
+                                        const int* __restrict__ number, int n, int with_z,
+                                        int* vstart, float* centroids) {
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n || !flag[p]) return;
     const int v = number[p] - 1;
@@ -211,31 +214,42 @@ extern "C" __global__ void aw_centroids(const float* __restrict__ points,
         else hi = mid;
     }
     const int end = lo;
-    double sx = 0.0, sy = 0.0;
+    double sx = 0.0, sy = 0.0, sz = 0.0;
     int q = p;
     for (; q + AW_CENTROID_BATCH <= end; q += AW_CENTROID_BATCH) {
-        float x[AW_CENTROID_BATCH], y[AW_CENTROID_BATCH];
+        float x[AW_CENTROID_BATCH], y[AW_CENTROID_BATCH], z[AW_CENTROID_BATCH];
 #pragma unroll
         for (int b = 0; b < AW_CENTROID_BATCH; ++b) {
             const int i = aw_point(keys[q + b]);
             x[b] = points[3 * i];
             y[b] = points[3 * i + 1];
+            z[b] = with_z ? points[3 * i + 2] : 0.0f;
         }
 #pragma unroll
         for (int b = 0; b < AW_CENTROID_BATCH; ++b) {
             sx += (double)x[b];
             sy += (double)y[b];
+            sz += (double)z[b];
         }
     }
     for (; q < end; ++q) {
         const int i = aw_point(keys[q]);
         sx += (double)points[3 * i];
         sy += (double)points[3 * i + 1];
+        if (with_z) sz += (double)points[3 * i + 2];
     }
     const double count = (double)(end - p);
-    flat[3 * v] = (float)(sx / count);
-    flat[3 * v + 1] = (float)(sy / count);
-    flat[3 * v + 2] = 0.0f;
+    centroids[3 * v] = (float)(sx / count);
+    centroids[3 * v + 1] = (float)(sy / count);
+    centroids[3 * v + 2] = with_z ? (float)(sz / count) : 0.0f;
+}
+
+// Downsampling (every voxel kept): voxel[point of sorted p] = its voxel number.
+extern "C" __global__ void aw_voxel_of_points(const aw_u64* __restrict__ keys,
+                                              const int* __restrict__ number, int n, int* voxel) {
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    voxel[aw_point(keys[p])] = number[p] - 1;
 }
 
 // Per component c in [0, v) (ids are the labelling's, in [0, v)): sizes[c] += 1 per voxel, and
