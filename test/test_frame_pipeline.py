@@ -31,9 +31,9 @@ from gpu_euclidean_cluster.core.cluster_stats import (
     cluster_table,
     pack_rgb,
 )
-from gpu_euclidean_cluster.core.frame import GroupedRecords
+from gpu_euclidean_cluster.core.frame import GroupedRecords, flatten_heights
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cpu.frame import clip_mask, cluster_mask, flatten_height
+from gpu_euclidean_cluster.cpu.frame import clip_mask, cluster_mask
 from gpu_euclidean_cluster.cuda.frame import cluster_threads, output_layout, plan_xyz
 from gpu_euclidean_cluster.frame import (
     DecodedFrame,
@@ -448,7 +448,7 @@ class ModelCodec:
         self.cloud = cloud
         self.xyz = emulate_decode(cloud)
         mask, self.implausible = emulate_mask(self.xyz, window)
-        points = self.xyz if window.use_height else flatten_height(self.xyz)
+        points = self.xyz if window.use_height else flatten_heights(self.xyz)
         with np.errstate(over="ignore"):  # beyond float32: inf, as the clusterer converts
             return DecodedFrame(np.ascontiguousarray(points, dtype=np.float32), mask)
 
@@ -914,7 +914,7 @@ def test_decode_matches_read_xyz_and_sensor_msgs_py(pipeline, base, name):
     frame = pipeline.decode(cloud, settings.window)
     xyz = read_xyz(cloud)
     with np.errstate(over="ignore"):
-        expected = np.ascontiguousarray(flatten_height(xyz), dtype=np.float32)
+        expected = np.ascontiguousarray(flatten_heights(xyz), dtype=np.float32)
     assert frame.points.get().tobytes() == expected.tobytes()
     assert np.array_equal(frame.mask.get(), cluster_mask(xyz, settings.window)[0])
     try:
@@ -922,7 +922,7 @@ def test_decode_matches_read_xyz_and_sensor_msgs_py(pipeline, base, name):
     except pytest.skip.Exception:
         return  # no sensor_msgs_py on this machine: read_xyz is checked against it elsewhere
     with np.errstate(over="ignore"):
-        flat = np.ascontiguousarray(flatten_height(reference), dtype=np.float32)
+        flat = np.ascontiguousarray(flatten_heights(reference), dtype=np.float32)
     assert frame.points.get().tobytes() == flat.tobytes()
 
 

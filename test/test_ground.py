@@ -204,3 +204,26 @@ def test_stage_keeps_the_frame_points_and_reports_its_fit():
     assert frame.points is xyz
     np.testing.assert_array_equal(frame.mask, ~is_floor)
     np.testing.assert_array_equal(stage.last_ground.mask, is_floor)
+
+
+def test_ground_is_fitted_on_true_heights_when_clustering_flat():
+    """use_height False flattens the clustered points, after the stages: the plane is still
+    found at the floor's height, and the clusters equal flat clustering of the rest."""
+    from gpu_euclidean_cluster.core.config import ClusterConfig
+    from gpu_euclidean_cluster.core.frame import FrameWindow
+    from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval
+    from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
+
+    rng = np.random.default_rng(11)
+    floor = np.column_stack([rng.uniform(-10, 10, (800, 2)), np.full(800, -1.7)])
+    heights = np.linspace(-1.0, 1.0, 40)
+    posts = np.concatenate(
+        [np.column_stack([np.full(40, x), np.zeros(40), heights]) for x in (3, 6)]
+    )
+    xyz = np.concatenate([floor, posts]).astype(np.float32)
+    pipeline = FramePipeline("cpu", stages=[GroundRemoval()])
+    output = pipeline.process(from_xyz(xyz), ClusterConfig(d_th=0.5), FrameWindow(use_height=False))
+    assert output.ground is not None and output.ground[:800].all() and not output.ground[800:].any()
+    assert output.ground_plane is not None and abs(output.ground_plane[3] - 1.7) < 1e-3
+    labels = np.asarray(output.result.labels)
+    assert (labels[:800] == -1).all() and output.result.num_clusters == 2

@@ -93,6 +93,17 @@ class GroupedRecords:
     records: Any
 
 
+def flatten_heights(xyz: Any) -> Any:
+    """A copy of the (N, 3) ``xyz`` (NumPy or CuPy) with z set to +0 where it is finite: the
+    clustered points of ``use_height`` False (the GPU decode kernel flattens by the same rule)."""
+    from .numbering import array_module
+
+    xp = array_module(xyz)
+    flat = xyz.copy()
+    flat[:, 2] = xp.where(xp.isfinite(flat[:, 2]), 0.0, flat[:, 2])
+    return flat
+
+
 def group_records(records: np.ndarray, labels: np.ndarray, clusters: int) -> GroupedRecords:
     """The rows of ``records`` grouped by ``labels`` (one per row, -1 = in no cluster, else
     ``0..clusters-1``): cluster 0's rows in input order, then cluster 1's, ...; one stable

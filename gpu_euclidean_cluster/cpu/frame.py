@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, group_records
+from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, flatten_heights, group_records
 from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, point_bytes, read_xyz
 
 
@@ -41,7 +41,7 @@ class CpuFrameCodec:
         xyz = read_xyz(cloud)
         mask, self._implausible = cluster_mask(xyz, window)
         self._cloud, self._xyz = cloud, xyz
-        points = xyz if window.use_height else flatten_height(xyz)
+        points = xyz if window.use_height else flatten_heights(xyz)
         return DecodedFrame(points=points, mask=mask)
 
     def encode(
@@ -115,10 +115,3 @@ def clip_mask(xyz: np.ndarray, window: FrameWindow) -> np.ndarray:
         & (y >= float(window.min_y))
         & (y <= float(window.max_y))
     )
-
-
-def flatten_height(xyz: np.ndarray) -> np.ndarray:
-    """A copy of ``xyz`` with z set to +0 where it is finite (``use_height`` False)."""
-    flat = xyz.copy()
-    flat[:, 2] = np.where(np.isfinite(flat[:, 2]), 0.0, flat[:, 2])
-    return flat

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..clusterer import Backend, EuclideanClusterer, make_backend
 from ..core.config import ClusterConfig
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
+from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords, flatten_heights
 from ..core.ground import GroundFit
 from ..core.memory import StructureTooLargeError
 from ..core.oriented_boxes import oriented_boxes as fit_oriented_boxes
@@ -208,12 +208,16 @@ class FramePipeline:
     def _process(
         self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, group: bool
     ) -> FrameOutput:
-        frame = self._codec.decode(cloud, window)
+        # Stages see the true heights (a ground plane needs z); with use_height False the points
+        # are flattened after them, as the codec would have flattened them.
+        flatten = bool(self._stages) and not window.use_height
+        frame = self._codec.decode(cloud, replace(window, use_height=True) if flatten else window)
         ground: GroundFit | None = None
         for stage in self._stages:
             frame = stage.apply(frame)
             ground = getattr(stage, "last_ground", None) or ground
-        result = self._clusterer_for(config).cluster(frame.points, frame.mask)
+        points = flatten_heights(frame.points) if flatten else frame.points
+        result = self._clusterer_for(config).cluster(points, frame.mask)
         encoded: EncodedFrame = self._codec.encode(
             result.labels, result.cluster_sizes, copy=self._copy_output, group=group
         )

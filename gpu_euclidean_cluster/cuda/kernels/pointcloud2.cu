@@ -1,7 +1,7 @@
 // The frame codec on the GPU: sensor_msgs/PointCloud2 decode, the plausibility and range/height
 // window mask, the labelled output payload and the per-cluster table, bit for bit equal to the
-// CPU twin (pointcloud2.read_xyz, cpu/frame.py's cluster_mask / clip_mask / flatten_height,
-// pointcloud2.append_fields, cluster_stats.cluster_rgb / pack_rgb / cluster_table). Every name
+// CPU twin (pointcloud2.read_xyz, cpu/frame.py's cluster_mask / clip_mask, core/frame.py's
+// flatten_heights, pointcloud2.append_fields, cluster_stats.cluster_rgb / pack_rgb / cluster_table). Every name
 // here starts with pc2_. Loaded by cuda/frame.py, which compiles it after common.cuh with
 // --fmad=false and the constants it defines.
 //
