@@ -95,6 +95,19 @@ def test_empty_cloud():
     assert out.num_points == 0 and out.field("cluster_id").offset == 12
 
 
+def test_many_fields_are_checked_in_one_pass():
+    """60 000 declared fields (a hostile message): the layout check names the duplicates
+    (it counted each name over the whole list before: minutes of work per frame)."""
+    points = np.zeros(12, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
+    good = pc.from_structured(points)
+    extra = tuple(pc.Field(f"f{i}", 0, 2) for i in range(60_000))
+    many = pc.RawCloud(**{**good.__dict__, "fields": (*XYZ_FIELDS, *extra)})
+    pc.check_layout(many)
+    twice = (*XYZ_FIELDS, *extra, pc.Field("f7", 0, 2), pc.Field("f59999", 0, 2))
+    with pytest.raises(pc.PointCloud2Error, match=r"duplicate field names \['f59999', 'f7'\]"):
+        pc.check_layout(pc.RawCloud(**{**good.__dict__, "fields": twice}))
+
+
 @pytest.mark.parametrize(
     ("change", "kind", "words"),
     [

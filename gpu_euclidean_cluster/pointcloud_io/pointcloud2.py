@@ -13,6 +13,7 @@ point_step``), little- or big-endian data, and organised (``height > 1``) clouds
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -208,8 +209,10 @@ def check_layout(cloud: RawCloud) -> None:
             f"data has {size} bytes, fewer than row_step {cloud.row_step} * height "
             f"{cloud.height} = {cloud.row_step * cloud.height}",
         )
-    names = [f.name for f in cloud.fields]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    # One pass (a message may declare tens of thousands of fields: counting each name in the
+    # list was quadratic and stalled the node for minutes).
+    counts = Counter(f.name for f in cloud.fields)
+    duplicates = sorted(name for name, count in counts.items() if count > 1)
     if duplicates:
         raise PointCloud2Error("malformed", f"duplicate field names {duplicates}")
     for field in cloud.fields:
