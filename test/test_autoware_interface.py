@@ -232,7 +232,10 @@ def test_autoware_names_set_live_and_stay_one_value(launched_autoware):
     for name in ("d_th", "tolerance", "tolerance_m", "cluster_tolerance"):
         assert _get(env, node, name, launch) == "Double value is: 0.5", name
     assert re.search(r"from the next frame: d_th 0\.7 -> 0\.5", launch.output())
-    refused = ros2(env, "param", "set", *SPIN, node, "voxel_leaf_size_m", "-1.0")
+    refused = retry(  # the CLI may not discover the node at its first try
+        lambda: ros2(env, "param", "set", *SPIN, node, "voxel_leaf_size_m", "-1.0"),
+        lambda done: "Setting parameter failed" in done.stderr or not launch.alive(),
+    )
     assert "Setting parameter failed" in refused.stderr, describe(refused)
     assert _get(env, node, "voxel_leaf_size", launch) == "Double value is: 0.3"
 
