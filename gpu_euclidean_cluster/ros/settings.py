@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
+from ..core.diffnormals import DiffNormalsSettings
 from ..core.frame import MAX_COORDINATE, FrameWindow
 from ..core.ground import GroundSettings
 
@@ -39,6 +40,8 @@ class NodeSettings:
             ``-keep_lane_right_distance <= y <= keep_lane_left_distance`` (m, input frame) are
             clustered.
         ground: RANSAC ground removal before clustering (``frame/ground.py``), or None (off).
+        diffnormals: Difference-of-Normals filtering after the ground removal
+            (``frame/diffnormals.py``), or None (off).
         pose_estimation: a minimum-area oriented box per cluster (``core/oriented_boxes.py``).
     """
 
@@ -56,6 +59,7 @@ class NodeSettings:
     keep_lane_left_distance: float = DEFAULT_LANE_DISTANCE
     keep_lane_right_distance: float = DEFAULT_LANE_DISTANCE
     ground: GroundSettings | None = None
+    diffnormals: DiffNormalsSettings | None = None
     pose_estimation: bool = False
 
     @property
@@ -108,6 +112,15 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         )
     except ConfigError as error:
         problems.append(f"ground_{error}")
+    diffnormals = None
+    try:
+        diffnormals = DiffNormalsSettings(
+            small_radius=values["diffnormals_small_radius"],  # type: ignore[arg-type]
+            large_radius=values["diffnormals_large_radius"],  # type: ignore[arg-type]
+            threshold=values["diffnormals_threshold"],  # type: ignore[arg-type]
+        )
+    except ConfigError as error:
+        problems.append(f"diffnormals_{error}")
     cluster = None
     try:
         cluster = DEFAULT_CONFIG.with_changes(
@@ -147,6 +160,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         keep_lane_left_distance=float(values["keep_lane_left_distance"]),  # type: ignore[arg-type]
         keep_lane_right_distance=float(values["keep_lane_right_distance"]),  # type: ignore[arg-type]
         ground=ground if values["remove_ground"] else None,
+        diffnormals=diffnormals if values["use_diffnormals"] else None,
         pose_estimation=bool(values["pose_estimation"]),
     )
 
