@@ -351,6 +351,13 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
         "--quick", action="store_true", help="CI mode: CPU backend, small frame, short run"
     )
     parser.add_argument(
+        "--params-file",
+        type=Path,
+        default=None,
+        help="YAML parameters file the node starts with (e.g. config/autoware_ai.param.yaml: "
+        "Autoware.ai's whole pipeline); its values replace --method, --search and --d-th",
+    )
+    parser.add_argument(
         "--objects",
         action="store_true",
         help="subscribe to output/objects_with_feature (Autoware's DetectedObjectsWithFeature, "
@@ -473,6 +480,7 @@ def node_options(args: argparse.Namespace) -> NodeBenchOptions:
         reliability=args.reliability,
         frame=args.frame,
         objects=args.objects,
+        params_file=args.params_file,
     )
 
 
