@@ -4,9 +4,10 @@ bit.
     >>> kept = difference_of_normals(points, mask, DiffNormalsSettings())  # CuPy (N,) bool
 
 The rules are ``core/diffnormals.py``'s; ``kernels/diffnormals.cu`` says how the kernels follow
-them. Per radius: a cell key per candidate, a sort by key (CuPy's radix sort) and one thread per
-candidate that visits its 27 cells and computes its normal; then one launch for the mask. Three
-host synchronisations: the candidates' number and the bounding box of each radius's grid.
+them. Per radius: a cell key per candidate, a sort by key (CuPy's radix sort) and a tile of
+lanes per candidate (:data:`TILE_LANES`: more for the large radius, whose neighbourhoods hold
+hundreds to thousands of points) that visits its 27 cells and computes its normal; then one
+launch for the mask. Two host synchronisations: the candidates' number and their bounding box.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from ..core.neighbour_rule import cell_size, grid_window, threshold_sq
 from .module import THREADS, KernelSource, blocks, get_kernel
 
 DIFFNORMALS = KernelSource("diffnormals", ("diffnormals.cu",), {"DON_JACOBI_SWEEPS": JACOBI_SWEEPS})
+#: Lanes per candidate of ``don_normals`` at the small and the large radius (powers of two up to
+#: 32, dividing :data:`~.module.THREADS`).
+TILE_LANES = {"small": 8, "large": 32}
 
 
 def difference_of_normals(points: Any, mask: Any, settings: DiffNormalsSettings) -> Any:
@@ -49,8 +53,13 @@ def difference_of_normals(points: Any, mask: Any, settings: DiffNormalsSettings)
         if m == 0:
             return kept
         cloud = cupy.ascontiguousarray(xyz[candidates])
-        small, small_valid = _normals(cloud, settings.small_radius, device_id)
-        large, large_valid = _normals(cloud, settings.large_radius, device_id)
+        bounds = cupy.stack([cloud.min(axis=0), cloud.max(axis=0)]).get()  # synchronises
+        small, small_valid = _normals(
+            cloud, settings.small_radius, device_id, bounds, TILE_LANES["small"]
+        )
+        large, large_valid = _normals(
+            cloud, settings.large_radius, device_id, bounds, TILE_LANES["large"]
+        )
         get_kernel(DIFFNORMALS, "don_keep", device_id)(
             blocks(m),
             (THREADS,),
@@ -68,11 +77,14 @@ def difference_of_normals(points: Any, mask: Any, settings: DiffNormalsSettings)
         return kept
 
 
-def _normals(cloud: Any, radius: float, device_id: int) -> tuple[Any, Any]:
-    """(M, 3) float64 normals and (M,) uint8 validity of the candidates ``cloud`` at ``radius``."""
+def _normals(
+    cloud: Any, radius: float, device_id: int, bounds: np.ndarray, tile: int
+) -> tuple[Any, Any]:
+    """(M, 3) float64 normals and (M,) uint8 validity of the candidates ``cloud`` (whose
+    per-axis minimum and maximum are the rows of ``bounds``) at ``radius``, ``tile`` lanes per
+    candidate."""
     m = cloud.shape[0]
     cell = cell_size(radius)
-    bounds = cupy.stack([cloud.min(axis=0), cloud.max(axis=0)]).get()  # synchronises
     origin, dims = grid_window(bounds[0], bounds[1], cell, lambda: cupy.median(cloud, axis=0).get())
     grid = (
         np.float64(origin[0]),
@@ -91,7 +103,7 @@ def _normals(cloud: Any, radius: float, device_id: int) -> tuple[Any, Any]:
     normals = cupy.empty((m, 3), dtype=cupy.float64)
     valid = cupy.empty(m, dtype=cupy.uint8)
     get_kernel(DIFFNORMALS, "don_normals", device_id)(
-        blocks(m),
+        blocks(m * tile),
         (THREADS,),
         (
             cupy.ascontiguousarray(cloud[order]),
@@ -101,6 +113,7 @@ def _normals(cloud: Any, radius: float, device_id: int) -> tuple[Any, Any]:
             *grid,
             np.float32(threshold_sq(radius)),
             np.float64(fixed_point_scale(radius)),
+            np.int32(tile),
             normals,
             valid,
         ),

@@ -6,15 +6,18 @@
 //   don_cells    one thread per candidate: its cell of the regular grid (cells a hair larger
 //                than the radius, core/neighbour_rule.py), clamped, as a linear key
 //                ((cx * dims_y + cy) * dims_z + cz); the host sorts the candidates by key;
-//   don_normals  one thread per sorted candidate i: for each of the 27 cells around its own it
-//                finds the cell's run of candidates by binary search on the sorted keys and
-//                visits them; a candidate j is a neighbour when the float32 squared distance
-//                ((dx*dx + dy*dy) + dz*dz) is below the float32 squared radius; the offset
-//                p_j - p_i (double, one rounding) times 2^k (exact) is rounded to the nearest
-//                long long (ties to even) and added to ten int64 sums (count, x, y, z, xx, xy,
-//                xz, yy, yz, zz), so the visiting order does not matter; then the covariance, the
-//                Jacobi sweeps and the oriented unit normal of core/diffnormals.py's rules 4-5,
-//                written at the candidate's own index (order[i]) with a validity flag;
+//   don_normals  a tile of `tile` lanes (a power of two up to 32) per sorted candidate i: for
+//                each of the 9 columns around its cell, the 3 cells of the column are one run
+//                of consecutive keys, found by binary search on the sorted keys; the lanes
+//                visit it in stride, and a candidate j is a neighbour when the float32 squared
+//                distance ((dx*dx + dy*dy) + dz*dz) is below the float32 squared radius; the
+//                offset p_j - p_i (double, one rounding) times 2^k (exact) is rounded to the
+//                nearest integer (ties to even; about 2^20 at most) and added to ten int64 sums
+//                (count, x, y, z, xx, xy, xz, yy, yz, zz), which the tile adds up with shuffles:
+//                integers, so neither the visiting order nor the lane matters; lane 0 then
+//                computes the covariance, the Jacobi sweeps and the oriented unit normal of
+//                core/diffnormals.py's rules 4-5, written at the candidate's own index
+//                (order[i]) with a validity flag;
 //
 // and once:
 //
@@ -93,44 +96,58 @@ extern "C" __global__ void don_normals(
     const float* __restrict__ points, const long long* __restrict__ keys,
     const long long* __restrict__ order, long long m, double origin_x, double origin_y,
     double origin_z, double cell, long long dims_x, long long dims_y, long long dims_z,
-    float limit, double scale, double* __restrict__ normals, unsigned char* __restrict__ valid) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= m) return;
+    float limit, double scale, int tile, double* __restrict__ normals,
+    unsigned char* __restrict__ valid) {
+    const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / tile;
+    const int lane = threadIdx.x % tile;
+    if (i >= m) return;  // a tile's lanes share i: they leave together
+    const unsigned int tile_mask = (tile == 32 ? 0xFFFFFFFFu : ((1u << tile) - 1u))
+                                   << ((threadIdx.x % 32) / tile * tile);
     const float px = points[3 * i], py = points[3 * i + 1], pz = points[3 * i + 2];
     const long long cx = don_cell(px, origin_x, cell, dims_x);
     const long long cy = don_cell(py, origin_y, cell, dims_y);
     const long long cz = don_cell(pz, origin_z, cell, dims_z);
-    long long count = 0, sx = 0, sy = 0, sz = 0;
-    long long sxx = 0, sxy = 0, sxz = 0, syy = 0, syz = 0, szz = 0;
+    const long long z_low = cz > 0 ? cz - 1 : 0;
+    const long long z_high = cz + 1 < dims_z ? cz + 1 : dims_z - 1;
+    long long sums[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (long long nx = cx - 1; nx <= cx + 1; ++nx) {
         if (nx < 0 || nx >= dims_x) continue;
         for (long long ny = cy - 1; ny <= cy + 1; ++ny) {
             if (ny < 0 || ny >= dims_y) continue;
-            for (long long nz = cz - 1; nz <= cz + 1; ++nz) {
-                if (nz < 0 || nz >= dims_z) continue;
-                const long long key = (nx * dims_y + ny) * dims_z + nz;
-                for (long long j = don_lower_bound(keys, m, key); j < m && keys[j] == key; ++j) {
-                    const float qx = points[3 * j], qy = points[3 * j + 1], qz = points[3 * j + 2];
-                    const float dx = qx - px, dy = qy - py, dz = qz - pz;
-                    if (((dx * dx) + (dy * dy)) + (dz * dz) < limit) {
-                        const long long ox = __double2ll_rn(((double)qx - (double)px) * scale);
-                        const long long oy = __double2ll_rn(((double)qy - (double)py) * scale);
-                        const long long oz = __double2ll_rn(((double)qz - (double)pz) * scale);
-                        count += 1;
-                        sx += ox;
-                        sy += oy;
-                        sz += oz;
-                        sxx += ox * ox;
-                        sxy += ox * oy;
-                        sxz += ox * oz;
-                        syy += oy * oy;
-                        syz += oy * oz;
-                        szz += oz * oz;
-                    }
+            // The three cells z_low..z_high of this column are consecutive keys: one run.
+            const long long column = (nx * dims_y + ny) * dims_z;
+            const long long first = don_lower_bound(keys, m, column + z_low);
+            for (long long j = first + lane; j < m && keys[j] <= column + z_high; j += tile) {
+                const float qx = points[3 * j], qy = points[3 * j + 1], qz = points[3 * j + 2];
+                const float dx = qx - px, dy = qy - py, dz = qz - pz;
+                if (((dx * dx) + (dy * dy)) + (dz * dz) < limit) {
+                    // |offset| * scale <= 2^20 (rule 3): ints, products widened to 64 bits
+                    const int ox = __double2int_rn(((double)qx - (double)px) * scale);
+                    const int oy = __double2int_rn(((double)qy - (double)py) * scale);
+                    const int oz = __double2int_rn(((double)qz - (double)pz) * scale);
+                    sums[0] += 1;
+                    sums[1] += ox;
+                    sums[2] += oy;
+                    sums[3] += oz;
+                    sums[4] += (long long)ox * ox;
+                    sums[5] += (long long)ox * oy;
+                    sums[6] += (long long)ox * oz;
+                    sums[7] += (long long)oy * oy;
+                    sums[8] += (long long)oy * oz;
+                    sums[9] += (long long)oz * oz;
                 }
             }
         }
     }
+    for (int offset = tile / 2; offset > 0; offset /= 2) {
+        for (int k = 0; k < 10; ++k) {
+            sums[k] += __shfl_xor_sync(tile_mask, sums[k], offset, tile);
+        }
+    }
+    if (lane != 0) return;
+    const long long count = sums[0], sx = sums[1], sy = sums[2], sz = sums[3];
+    const long long sxx = sums[4], sxy = sums[5], sxz = sums[6];
+    const long long syy = sums[7], syz = sums[8], szz = sums[9];
     const long long own = order[i];
     if (count < 3) {
         normals[3 * own] = normals[3 * own + 1] = normals[3 * own + 2] = 0.0;
