@@ -12,25 +12,9 @@ frame's mask: not clustered, label -1.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
 from ..core.diffnormals import DiffNormalsSettings
 from ..core.frame import DecodedFrame
-from ..core.numbering import array_module
-
-
-def difference_of_normals(points: Any, mask: Any, settings: DiffNormalsSettings) -> Any:
-    """The kept candidates on the device of ``points``: the CPU twin for NumPy arrays, the CUDA
-    twin for CuPy arrays."""
-    if array_module(points) is np:
-        from ..cpu.diffnormals import difference_of_normals as on_cpu
-
-        return on_cpu(points, mask, settings)
-    from ..cuda.diffnormals import difference_of_normals as on_gpu
-
-    return on_gpu(points, mask, settings)
+from .twins import twin
 
 
 class DiffNormalsFilter:
@@ -48,5 +32,6 @@ class DiffNormalsFilter:
 
     def apply(self, frame: DecodedFrame) -> DecodedFrame:
         """The frame with the points the filter does not keep cleared from the mask."""
-        kept = difference_of_normals(frame.points, frame.mask, self.settings)
+        on_device = twin(frame.points, "diffnormals", "difference_of_normals")
+        kept = on_device(frame.points, frame.mask, self.settings)
         return DecodedFrame(points=frame.points, mask=kept)
