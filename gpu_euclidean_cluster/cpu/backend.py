@@ -27,7 +27,7 @@ from ..pointcloud_io.velodyne.packets import decode_packets
 from .autoware_voxel import downsample, voxel_grid_components
 from .frame import CpuFrameCodec
 from .graph import adjacency_list, neighbour_edges
-from .union_find import grid_fits, union_find_components
+from .union_find import union_find_components
 
 #: Point pairs examined per second by the neighbour searches here (2-core x86 host, kitti_000001
 #: at 0.5 m, rounded down): exhaustive search by method, and the voxel grid's candidate pairs of
@@ -108,9 +108,7 @@ class CpuBackend:
         return Labelling(components=components, method=method)
 
     def label(self, points: np.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
-        method = config.method
-        if method == "auto":
-            method = resolve_method(method, grid_fits(points, config.d_th))
+        method = resolve_method(config.method)
         if method == "union_find":
             with clock("label"):
                 components = union_find_components(points, config.d_th, config.search)

@@ -251,7 +251,7 @@ class EuclideanClusterNode(Node):
                 sec, nanosec = divmod(frame.sweep.stamp_ns, 1_000_000_000)
                 stamp, frame_id = Time(sec=sec, nanosec=nanosec), frame.sweep.frame_id
             else:
-                cloud, decoded = from_cdr(frame.cdr)
+                cloud, decoded = from_cdr(frame.cdr, self._settings.max_point_fields)
                 stamp = Time(sec=decoded.stamp.sec, nanosec=decoded.stamp.nanosec)
                 frame_id = decoded.frame_id
             settings = self._settings

@@ -20,7 +20,14 @@ from ..core.diffnormals import MAX_RADIUS as DIFFNORMALS_MAX_RADIUS
 from ..core.diffnormals import DiffNormalsSettings
 from ..core.ground import MAX_ITERATIONS, GroundSettings
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
-from .settings import DEFAULT_LANE_DISTANCE, DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE, NODE_MAX_WORK_S
+from .settings import (
+    DEFAULT_LANE_DISTANCE,
+    DIAGNOSTICS_WARN_SHARE,
+    MAX_COORDINATE,
+    MAX_FIELDS,
+    MIN_POINT_FIELDS,
+    NODE_MAX_WORK_S,
+)
 
 
 @dataclass(frozen=True)
@@ -289,7 +296,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "memory_budget_mb",
         0,
         "MiB the paper's methods may spend on their graph (edge list, matrices) per frame; 0 = "
-        "automatic (half the free host memory, the free GPU memory). A frame over it runs with "
+        "automatic (on the CPU half of what the process can still allocate: available memory, "
+        "RLIMIT_AS and cgroup limits; the free GPU memory). A frame over it runs with "
         "union_find (O(N) memory).",
         bounds=(0, config.UNLIMITED_CLUSTER_SIZE),
     ),
@@ -307,6 +315,13 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Points with an absolute coordinate above this (m) are implausible (sensor glitch, bad "
         "transform, wrong byte order): not clustered (cluster_id -1), counted in /diagnostics.",
         bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "max_point_fields",
+        MAX_FIELDS,
+        "A PointCloud2 declaring more fields than this is rejected as malformed before its field "
+        "list is read (one reason in the log and /diagnostics); real clouds have a handful.",
+        bounds=(MIN_POINT_FIELDS, config.UNLIMITED_CLUSTER_SIZE),
     ),
     ParameterSpec(
         "diagnostics_warn_share",
