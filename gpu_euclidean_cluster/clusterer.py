@@ -22,7 +22,7 @@ import numpy as np
 from .core.config import BACKENDS, DEFAULT_BACKEND, ClusterConfig, ConfigError
 from .core.device import DeviceInfo, MemoryPeak
 from .core.numbering import array_module
-from .core.range_bands import band_of_points, offset_components
+from .core.range_bands import band_indices, offset_components
 from .core.result import ClusterResult, Labelling
 from .core.timing import StageClock
 from .core.work import WorkEstimate, WorkTooLargeError, examined_pairs, needs_estimate
@@ -309,11 +309,10 @@ def _range_bands(points: Any, config: ClusterConfig) -> list[Band] | None:
     the configuration has none (or no points): the whole cloud is then labelled with ``d_th``."""
     if config.algorithm != "exact" or not config.clustering_ranges or points.shape[0] == 0:
         return None
-    xp = array_module(points)
-    band = band_of_points(points, config.clustering_ranges)
+    distances = config.clustering_distances
+    members = band_indices(points, config.clustering_ranges, len(distances))
     bands = []
-    for number, d_th in enumerate(config.clustering_distances):
-        index = xp.flatnonzero(band == number)
+    for d_th, index in zip(distances, members, strict=True):
         if index.shape[0]:
             band_config = config.with_changes(
                 d_th=d_th, clustering_ranges=(), clustering_distances=(), cluster_merge_threshold=0
