@@ -306,7 +306,7 @@ def _hulls(
 def edge_directions(dx: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit directions ``(ux, uy)`` of edges ``(dx, dy)`` (not both zero): scaled by the power of
     two ``2**-e`` (``e``: ``frexp``'s exponent of ``max(|dx|, |dy|)``; exact), divided by the
-    square root of the scaled sum of squares. ``kernels/oriented_boxes.cu`` repeats it."""
+    square root of the scaled sum of squares. ``cuda/kernels/oriented_boxes.cu`` repeats it."""
     _, exponent = np.frexp(np.maximum(np.abs(dx), np.abs(dy)))
     sx, sy = np.ldexp(dx, -exponent), np.ldexp(dy, -exponent)
     norm = np.sqrt(sx * sx + sy * sy)
