@@ -12,6 +12,8 @@ benchmarks are no part of the installed package. Sub-commands (each writes into 
 - ``reliability``: the node as its own process under floods, a soak and malformed messages.
 - ``autoware``: exact clustering against Autoware's voxel-grid variant, on frames and simulated
   scenes, with Autoware's own library as a peer when ``--peer`` names it.
+- ``ai-pipeline``: Autoware.ai's pipeline (ground, bands, merging, boxes) in the frame layer on one
+  frame, stage by stage and end to end, CUDA and CPU in one run.
 - ``plot`` / ``targets``: redraw the figures / re-check the targets from the files in DIR.
 
 Expected failures (a bad option, a missing runtime, a driver that failed) print one line,
@@ -144,9 +146,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     _add_output_option(targets)
     targets.set_defaults(run=run_targets)
 
+    from .ai_pipeline import add_parser as add_ai_pipeline
     from .autoware_compare import add_parser as add_autoware
 
     add_autoware(sub)
+    add_ai_pipeline(sub)
 
 
 def _add_output_option(parser: argparse.ArgumentParser) -> None:

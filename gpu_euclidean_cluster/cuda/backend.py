@@ -20,8 +20,10 @@ from .ccl import label_edges, label_vertices
 from .frame import CudaFrameCodec
 from .graph import NeighbourSearch, build_adjacency_list, build_edge_set, free_device_memory
 from .matrix import label_matrix, matrix_source
+from .merging import merge_components_gpu
 from .module import CLUSTERING, KernelSource, compile_source
 from .numbering import canonical_labels_gpu
+from .oriented_boxes import oriented_boxes_gpu
 from .union_find import UNION_FIND, label_union_find
 from .velodyne import CudaPacketDecoder
 
@@ -103,6 +105,24 @@ class CudaBackend:
         with self._device:
             # The numbering kernels skip id -1 (no component) and label it -1.
             return canonical_labels_gpu(self.device_id, components, min_size, max_size)
+
+    def merge_components(
+        self, points: cupy.ndarray, components: cupy.ndarray, threshold: float
+    ) -> cupy.ndarray:
+        """Autoware.ai's centroid merging on the device (``merging.py``, the CPU twin's rules);
+        no host synchronisation."""
+        with self._device:
+            return merge_components_gpu(self.device_id, points, components, threshold)
+
+    def oriented_boxes(self, points: Any, labels: Any, sizes: np.ndarray) -> np.ndarray:
+        """The boxes on the device (``oriented_boxes.py``, the CPU twin's rules), ``points`` and
+        ``labels`` moved there if given on the host; one synchronisation for the result.
+
+        Raises:
+            ValueError: as the CPU twin raises.
+        """
+        with self._device:
+            return oriented_boxes_gpu(self.device_id, points, labels, sizes)
 
     def downsample(
         self, points: cupy.ndarray, leaf_size: float, clock: StageClock
