@@ -8,19 +8,22 @@ intensity, through each case:
 - ``autoware``: Autoware.ai's defaults: the plain case plus the height window -1.3..0.5 m, the
   RANSAC ground plane (0.2 m, 5.73 degrees, 100 hypotheses), merging at 1.5 m and oriented boxes;
 - ``autoware+bands``: plus the range bands [15, 30, 45, 60] m with tolerances [0.5, 1.1, 1.6,
-  2.1, 2.6] m.
+  2.1, 2.6] m;
+- ``autoware+don``: the ``autoware`` case plus Difference-of-Normals filtering after the ground
+  (radii 0.5 and 2.0 m, threshold 0.5: Autoware.ai's ``use_diffnormals``).
 
 Per backend and case, two measurements of the same work:
 
 - **end to end**: ``FramePipeline.process`` as the node calls it (``copy_output`` false), median
   and p99 milliseconds: the figure the targets are about;
 - **stages**: the same steps called one by one through the public interfaces (the backend's frame
-  codec, the ground stage, ``Backend.label`` per band, ``Backend.merge_components``,
+  codec, the ground and DoN stages, ``Backend.label`` per band, ``Backend.merge_components``,
   ``Backend.number_clusters``, ``Backend.oriented_boxes``, the codec's encode), with a device
-  synchronisation after each, median and p99 of each: decode, ground, clustering (labelling),
-  merging, numbering (canonical numbering and size filter), boxes, encode. The synchronisations
-  cost a little, so the stages add up to a little more than the end-to-end time. The stage run's
-  labels, table and boxes are checked equal to the end-to-end run's (``same``).
+  synchronisation after each, median and p99 of each: decode, ground, diffnormals, clustering
+  (labelling), merging, numbering (canonical numbering and size filter), boxes, encode. The
+  synchronisations cost a little, so the stages add up to a little more than the end-to-end
+  time. The stage run's labels, table and boxes are checked equal to the end-to-end run's
+  (``same``).
 
 Prints one table and writes ``ai_pipeline.json`` into ``--output``.
 """
@@ -39,12 +42,13 @@ import numpy as np
 
 from gpu_euclidean_cluster.clusterer import as_points, make_backend
 from gpu_euclidean_cluster.core.config import ClusterConfig
+from gpu_euclidean_cluster.core.diffnormals import DiffNormalsSettings
 from gpu_euclidean_cluster.core.frame import FrameWindow, flatten_heights
 from gpu_euclidean_cluster.core.ground import GroundSettings
 from gpu_euclidean_cluster.core.numbering import array_module
 from gpu_euclidean_cluster.core.range_bands import band_indices, offset_components
 from gpu_euclidean_cluster.core.timing import StageClock
-from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval
+from gpu_euclidean_cluster.frame import DiffNormalsFilter, FramePipeline, FrameStage, GroundRemoval
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import RawCloud, from_structured
 
 from .cases import data_dir
@@ -52,7 +56,16 @@ from .errors import BenchError
 from .stats import median, p99
 
 #: The stage split's stages, in pipeline order.
-STAGES = ("decode", "ground", "clustering", "merging", "numbering", "boxes", "encode")
+STAGES = (
+    "decode",
+    "ground",
+    "diffnormals",
+    "clustering",
+    "merging",
+    "numbering",
+    "boxes",
+    "encode",
+)
 
 _BASE = ClusterConfig(d_th=0.75, min_cluster_size=20, max_cluster_size=100000)
 _WINDOW = FrameWindow(min_z=-1.3, max_z=0.5, use_height=False)
@@ -69,6 +82,12 @@ class Case:
     window: FrameWindow
     ground: bool
     boxes: bool
+    diffnormals: bool = False
+
+    def stages(self) -> list[FrameStage]:
+        """The frame stages of this case, in the pipeline's order."""
+        stages: list[FrameStage] = [GroundRemoval(GROUND)] if self.ground else []
+        return stages + ([DiffNormalsFilter(DiffNormalsSettings())] if self.diffnormals else [])
 
 
 CASES = (
@@ -90,6 +109,14 @@ CASES = (
         _WINDOW,
         ground=True,
         boxes=True,
+    ),
+    Case(
+        "autoware+don",
+        _BASE.with_changes(cluster_merge_threshold=1.5),
+        _WINDOW,
+        ground=True,
+        boxes=True,
+        diffnormals=True,
     ),
 )
 
@@ -115,6 +142,7 @@ class StageRun:
         self.codec = self.backend.frame_codec()
         self.case = case
         self.ground = GroundRemoval(GROUND) if case.ground else None
+        self.diffnormals = DiffNormalsFilter(DiffNormalsSettings()) if case.diffnormals else None
         config = case.config
         self.bands: tuple[tuple[int, ClusterConfig], ...] = tuple(
             (
@@ -147,7 +175,8 @@ class StageRun:
             return value
 
         # as the pipeline decodes: true heights for the stages and the boxes, flattened after
-        flatten = (self.ground is not None or case.boxes) and not case.window.use_height
+        staged = self.ground is not None or self.diffnormals is not None
+        flatten = (staged or case.boxes) and not case.window.use_height
         decode_window = replace(case.window, use_height=True) if flatten else case.window
         frame = timed("decode", lambda: self.codec.decode(cloud, decode_window))
         decoded = frame.points
@@ -155,6 +184,10 @@ class StageRun:
             frame = timed("ground", lambda: self.ground.apply(frame))  # type: ignore[union-attr]
         else:
             times["ground"] = 0.0
+        if self.diffnormals is not None:
+            frame = timed("diffnormals", lambda: self.diffnormals.apply(frame))  # type: ignore[union-attr]
+        else:
+            times["diffnormals"] = 0.0
 
         def label() -> tuple[Any, Any, Any]:
             points = as_points(flatten_heights(frame.points) if flatten else frame.points)
@@ -208,8 +241,7 @@ def run_case(
     backend_name: str, case: Case, cloud: RawCloud, repeats: int, warmup: int
 ) -> dict[str, Any]:
     """End to end and stage by stage on one backend: the row of the table."""
-    stages = [GroundRemoval(GROUND)] if case.ground else []
-    pipeline = FramePipeline(backend_name, stages=stages, copy_output=False)
+    pipeline = FramePipeline(backend_name, stages=case.stages(), copy_output=False)
     process = lambda: pipeline.process(  # noqa: E731
         cloud, case.config, case.window, oriented_boxes=case.boxes
     )
