@@ -244,7 +244,9 @@ class CaseRunner:
 
         def call() -> ClusterResult:
             result = clusterer.cluster(points)
-            results.append(result)
+            # Kept without its labels: holding every call's labels made each new NumPy array
+            # of a large cloud fault in fresh pages (13 ms for 8 M labels against 2.4 ms).
+            results.append(dataclasses.replace(result, labels=None))
             return result
 
         s = self.settings

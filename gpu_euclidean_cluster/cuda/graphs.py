@@ -35,8 +35,9 @@ copy (from pageable memory it returns once the data is staged by the driver), ``
 capture of a new graph (0 when replayed), ``label`` the replay from launch to the
 synchronisation (every kernel on the device and the copies inside the graph), ``filter`` the
 reading of the sizes (and the host sort where needed), ``transfer_out`` the labels' copy into the
-returned array. :meth:`ClusterGraphs.stage_split` times the same steps stage by stage with
-events, for the benchmarks.
+returned array (with one more synchronisation for a cloud over
+:data:`PINNED_LABELS_MAX_POINTS`). :meth:`ClusterGraphs.stage_split` times the same steps stage by
+stage with events, for the benchmarks.
 """
 
 from __future__ import annotations
@@ -315,18 +316,17 @@ class ClusterGraphs:
             outside = self._copy_input(bucket, points, mask, n, stream)
             staged_at = time.perf_counter()
             graph.graph.launch(stream)
-            labels, copies = self._labels_out(bucket, to_host, n, stream)
-            outside += copies
             stream.synchronize()
             syncs = 1
             ran_at = time.perf_counter()
             if not sorted_in_one_block(bucket.host_out):
-                self._sort_after(bucket, graph, labels, n, stream)
+                self._sort_after(bucket, graph, to_host, n, stream)
                 syncs += 1
             sizes, num_components = read_sizes(bucket.host_out)
             read_at = time.perf_counter()
-            if labels is None:
-                labels = bucket.host_labels[:n].copy()
+            labels, copies, synced = self._fetch_labels(bucket, to_host, n, stream)
+            outside += copies
+            syncs += synced
             done = time.perf_counter()
             self.last_call = GraphCall(
                 points=n,
@@ -395,10 +395,8 @@ class ClusterGraphs:
                 for stage in inside:
                     samples[stage].append(cupy.cuda.get_elapsed_time(*events[stage]))
                 start = time.perf_counter()
-                labels, _ = self._labels_out(bucket, to_host, n, stream)
+                self._fetch_labels(bucket, to_host, n, stream)
                 stream.synchronize()
-                if labels is None:
-                    bucket.host_labels[:n].copy()
                 samples["labels_out"].append((time.perf_counter() - start) * 1e3)
         return {stage: float(np.median(values)) for stage, values in samples.items()}
 
@@ -510,31 +508,39 @@ class ClusterGraphs:
         _copy_async(bucket.mask.data.ptr, mask, n, stream)
         return 2
 
-    def _labels_out(
+    def _fetch_labels(
         self, bucket: _Bucket, to_host: bool, n: int, stream: cupy.cuda.Stream
-    ) -> tuple[Any, int]:
-        """The returned labels' array, and the copies issued into it beside the graph: None
-        (the host copies them from the page-locked buffer after the synchronisation), a NumPy
-        array being copied into from the device, or a CuPy array."""
+    ) -> tuple[Any, int, int]:
+        """The returned labels, once the graph (and any sort after it) has finished: ``(labels,
+        copies issued beside the graph, host synchronisations made)``. Small clouds for the host:
+        a copy of the page-locked buffer; larger ones: one copy from the device into a new NumPy
+        array (made once the counts are read, so that a sort after the graph never makes it
+        twice); CuPy labels: a device copy on ``stream``, ordered before the caller's later work
+        on it."""
         source = bucket.numbering.labels
         if to_host and bucket.pinned_labels:
-            return None, 0
-        labels = np.empty(n, dtype=np.int32) if to_host else cupy.empty(n, dtype=cupy.int32)
+            return bucket.host_labels[:n].copy(), 0, 0
+        if not to_host:
+            labels = cupy.empty(n, dtype=cupy.int32)
+            _copy_async(labels, source, 4 * n, stream)
+            return labels, 1, 0
+        labels = np.empty(n, dtype=np.int32)
         _copy_async(labels, source, 4 * n, stream)
-        return labels, 1
+        stream.synchronize()
+        return labels, 1, 1
 
     def _sort_after(
-        self, bucket: _Bucket, graph: _Graph, labels: Any, n: int, stream: cupy.cuda.Stream
+        self, bucket: _Bucket, graph: _Graph, to_host: bool, n: int, stream: cupy.cuda.Stream
     ) -> None:
         """More components than one block sorts: rank them by CuPy's sort, after the graph, and
-        copy the counts and the labels again (one more synchronisation)."""
+        copy the counts (and the page-locked labels, where the graph copied them) again: one
+        more synchronisation."""
         numbering = bucket.numbering
         count = int(bucket.host_out[0])
         rank_by_host_sort(self.device_id, graph.components, numbering, count, graph.low, graph.high)
         numbering.copy_out(bucket.host_out).issue(self.device_id)
-        if labels is None:
-            labels = bucket.host_labels
-        _copy_async(labels, numbering.labels, 4 * n, stream)
+        if to_host and bucket.pinned_labels:
+            _copy_async(bucket.host_labels, numbering.labels, 4 * n, stream)
         stream.synchronize()
 
 
