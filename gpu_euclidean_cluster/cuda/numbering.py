@@ -100,8 +100,8 @@ class NumberingBuffers:
 def numbering_steps(
     device_id: int, ids: cupy.ndarray, buffers: NumberingBuffers, low: np.int32, high: np.int32
 ) -> list[Step]:
-    """One memset and two launches: statistics (and, in its last block, the sort of up to
-    ``buffers.capacity`` keys), then the labels into ``buffers.labels``."""
+    """One memset and two launches: statistics (and, in its last block, the sort of up to the
+    buffers' capacity of keys), then the labels into the buffers' labels."""
     n, work, capacity = buffers.n, buffers.work, buffers.capacity
     n32 = np.int32(n)
     return [
@@ -133,7 +133,7 @@ def rank_by_host_sort(
     low: np.int32,
     high: np.int32,
 ) -> None:
-    """More than ``buffers.capacity`` components: their ``count`` keys sorted by ``cupy``, the
+    """More components than the buffers' capacity: their ``count`` keys sorted by ``cupy``, the
     ranks and the labels written (issued on the current stream, not synchronised)."""
     n32, work = np.int32(buffers.n), buffers.work
     keys = cupy.empty(count, dtype=cupy.uint64)

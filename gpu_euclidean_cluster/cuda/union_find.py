@@ -167,7 +167,8 @@ def grid_steps(
     side: float,
     buffers: GridBuffers,
 ) -> list[KernelLaunch]:
-    """The 7 launches of the clique-cell grid over the ``buffers.n`` points of ``points``."""
+    """The 7 launches of the clique-cell grid over the first n points of ``points`` (n: the
+    cloud size the buffers were allocated for)."""
     n, b = buffers.n, buffers
     cap = int(b.keys.shape[0])
     sm = _sm_count(device_id)
