@@ -23,7 +23,7 @@ from ..core.device import DeviceInfo, MemoryPeak
 from ..core.merging import merge_components
 from ..core.numbering import canonical_labels
 from ..core.oriented_boxes import oriented_boxes
-from ..core.result import Labelling
+from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
 from ..pointcloud_io.velodyne.packets import decode_packets
 from .autoware_voxel import downsample, voxel_grid_components
@@ -71,6 +71,10 @@ class CpuBackend:
 
     def frame_codec(self) -> CpuFrameCodec:
         return CpuFrameCodec()
+
+    def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
+        """None: the host runs every call stage by stage."""
+        return None
 
     def number_clusters(
         self, components: np.ndarray, min_size: int, max_size: int
