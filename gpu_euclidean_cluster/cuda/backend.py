@@ -1,4 +1,6 @@
-"""The CUDA backend: the fused union-find and the paper's three methods, ES or RS, through CuPy.
+"""The CUDA backend: the fused union-find and the paper's three methods through CuPy, with
+exhaustive or range search (Section 4.4) or the companion papers' kd-tree and scan searches
+(``kdtree.py``, ``scan_search.py``: ``union_find`` then unites the pairs their queries find).
 
 Kernels come from :func:`.module.get_kernel`; the drivers take the device id and fetch their own.
 """
@@ -11,14 +13,21 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig, resolve_method
+from ..core.config import PAIR_SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
 from ..core.result import Labelling
 from ..core.timing import StageClock
 from .autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
 from .ccl import label_edges, label_vertices
 from .frame import CudaFrameCodec
-from .graph import NeighbourSearch, build_adjacency_list, build_edge_set, free_device_memory
+from .graph import (
+    NeighbourSearch,
+    build_adjacency_list,
+    build_edge_set,
+    free_device_memory,
+    pair_search_structure,
+)
+from .kdtree import STRUCTURES
 from .matrix import label_matrix, matrix_source
 from .module import CLUSTERING, KernelSource, compile_source
 from .numbering import canonical_labels_gpu
@@ -30,6 +39,9 @@ from .velodyne import CudaPacketDecoder
 #: the paper's methods (union_find with the voxel grid costs O(N): never estimated).
 EXHAUSTIVE_PAIRS_PER_S = 5e10
 RANGE_PAIRS_PER_S = 3e8
+#: The companion papers' searches, any method: the voxel grid's candidate pairs (their work
+#: estimate) per second.
+PAIR_SEARCH_PAIRS_PER_S = {"kdtree": 1e8, "scan": 1e8}
 
 
 class CudaBackend:
@@ -88,6 +100,8 @@ class CudaBackend:
             return MemoryPeak(peak_bytes=hook.peak, free_drop_bytes=free_before - free_after)
 
     def pairs_per_second(self, method: str, search: str) -> float:
+        if search in PAIR_SEARCH_PAIRS_PER_S:
+            return PAIR_SEARCH_PAIRS_PER_S[search]
         return EXHAUSTIVE_PAIRS_PER_S if search == "exhaustive" else RANGE_PAIRS_PER_S
 
     def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
@@ -127,7 +141,7 @@ class CudaBackend:
         with self._device:
             pool = cupy.get_default_memory_pool()
             base = pool.used_bytes()
-            for source in (AUTOWARE_VOXEL, *_sources(method, config.matrix_block)):
+            for source in (AUTOWARE_VOXEL, *_sources(method, config.matrix_block, config.search)):
                 compile_source(source, self.device_id)
             ran: list[Labelling] = []
 
@@ -154,7 +168,13 @@ class CudaBackend:
                 peak_bytes=pool.used_bytes() - base,
             )
 
-    def label(self, points: cupy.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
+    def label(
+        self,
+        points: cupy.ndarray,
+        config: ClusterConfig,
+        clock: StageClock,
+        rings: cupy.ndarray | None = None,
+    ) -> Labelling:
         n = int(points.shape[0])
         # grid_fits is checked on the device: a cloud too wide for the grid makes union_find
         # search all pairs inside the same launch, with no host synchronisation.
@@ -165,8 +185,18 @@ class CudaBackend:
             pool = cupy.get_default_memory_pool()
             base = pool.used_bytes()
             # Compile what the method and the numbering need before any stage is timed.
-            for source in _sources(method, config.matrix_block):
+            for source in _sources(method, config.matrix_block, config.search):
                 compile_source(source, self.device_id)
+            if method == "union_find" and config.search in PAIR_SEARCHES:
+                with clock("build"):
+                    structure = pair_search_structure(
+                        self.device_id, points, config.d_th, config.search, rings
+                    )
+                with clock("label"):
+                    components = structure.components()
+                return Labelling(
+                    components=components, method=method, peak_bytes=pool.used_bytes() - base
+                )
             if method == "union_find":
                 with clock("label"):
                     fused = label_union_find(self.device_id, points, config.d_th, config.search)
@@ -185,6 +215,7 @@ class CudaBackend:
                     config.matrix_block,
                     lambda: min(free_device_memory(), budget or free_device_memory()),
                     clock,
+                    rings,
                 )
                 return Labelling(
                     components=result.labels,
@@ -194,7 +225,7 @@ class CudaBackend:
                     peak_bytes=result.peak_bytes,
                 )
             with clock("build"):
-                search = NeighbourSearch(self.device_id, points, config.d_th, config.search)
+                search = NeighbourSearch(self.device_id, points, config.d_th, config.search, rings)
                 if method == "vertex":
                     starts, neighbours = build_adjacency_list(search, config.memory_budget)
                     num_edges = int(neighbours.shape[0]) // 2
@@ -220,13 +251,15 @@ class CudaBackend:
             )
 
 
-def _sources(method: str, matrix_block: int) -> tuple[KernelSource, ...]:
-    """The compile units ``method`` uses, the numbering's (:data:`CLUSTERING`) included."""
+def _sources(method: str, matrix_block: int, search: str) -> tuple[KernelSource, ...]:
+    """The compile units ``method`` with ``search`` uses, the numbering's (:data:`CLUSTERING`,
+    also the scan search's voxel grid) included."""
+    structures = (STRUCTURES,) if search in PAIR_SEARCHES else ()
     if method == "union_find":
-        return (UNION_FIND, CLUSTERING)
+        return (*(structures or (UNION_FIND,)), CLUSTERING)
     if method == "matrix":
-        return (CLUSTERING, matrix_source(matrix_block))
-    return (CLUSTERING,)
+        return (CLUSTERING, *structures, matrix_source(matrix_block))
+    return (CLUSTERING, *structures)
 
 
 class _PeakHook(cupy.cuda.MemoryHook):  # type: ignore[misc]

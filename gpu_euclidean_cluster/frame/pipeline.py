@@ -30,7 +30,14 @@ from ..core.memory import StructureTooLargeError
 from ..core.oriented_boxes import oriented_boxes as fit_oriented_boxes
 from ..core.result import ClusterResult
 from ..core.work import WorkTooLargeError
-from ..pointcloud_io.pointcloud2 import RawCloud, from_structured, from_xyz, read_fields, read_xyz
+from ..pointcloud_io.pointcloud2 import (
+    RawCloud,
+    from_structured,
+    from_xyz,
+    read_fields,
+    read_rings,
+    read_xyz,
+)
 
 #: The columns ``output/clusters`` gains with ``process(..., oriented_boxes=True)``.
 ORIENTED_COLUMNS = ("yaw", "length", "width")
@@ -217,7 +224,9 @@ class FramePipeline:
             frame = stage.apply(frame)
             ground = getattr(stage, "last_ground", None) or ground
         points = flatten_heights(frame.points) if flatten else frame.points
-        result = self._clusterer_for(config).cluster(points, frame.mask)
+        # The scan search bins by the sensor's rings where the cloud has them (read on the host).
+        rings = read_rings(cloud) if config.search == "scan" else None
+        result = self._clusterer_for(config).cluster(points, frame.mask, rings)
         encoded: EncodedFrame = self._codec.encode(
             result.labels, result.cluster_sizes, copy=self._copy_output, group=group
         )
