@@ -236,8 +236,10 @@ def _add_measure_options(
         help="comma-separated subset of ES-union_find,RS-union_find (the fused method, what "
         "'auto' runs), ES-vertex,ES-edge,ES-matrix,RS-vertex,RS-edge,RS-matrix (the paper's "
         "algorithms as written), ES-vertex+pj,ES-edge+pj,RS-vertex+pj,RS-edge+pj (with pointer "
-        "jumping) and RS-union_find+dev (points already on the GPU, labels left there), 'all' or "
-        f"'none' (default: {'all eleven' if methods == ALL else methods})",
+        "jumping), RS-union_find+dev (points already on the GPU, labels left there), "
+        "KD-union_find,KD-vertex,KD-edge,KD-matrix (the kd-tree search), SC-union_find,SC-vertex,"
+        "SC-edge,SC-matrix (the scan search), 'all' or "
+        f"'none' (default: {'all of them' if methods == ALL else methods})",
     )
     parser.add_argument(
         "--peers",
