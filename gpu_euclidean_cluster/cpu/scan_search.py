@@ -100,8 +100,15 @@ def scan_pair_chunks(
         thr = threshold_sq(d_th)
     if n < 2 or not thr > 0:
         return
+    yield from query_pairs(points, bin_points(points, rings), d_th)
+
+
+def query_pairs(points: np.ndarray, bins: ScanBins, d_th: float) -> Iterator[PairChunk]:
+    """The neighbour pairs of the binned ``points`` (each pair once, from its smaller index):
+    windows off the axis, the collar's voxel grid on it."""
+    with np.errstate(over="ignore"):
+        thr = threshold_sq(d_th)
     radius = search_radius(thr)
-    bins = bin_points(points, rings)
     axis = bins.rho <= radius * AXIS_FACTOR
     scanned = np.flatnonzero(~axis)
     for first in range(0, len(scanned), POINTS_PER_STEP):
