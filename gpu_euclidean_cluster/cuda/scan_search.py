@@ -87,7 +87,7 @@ def build_scan_bins(
     rank = cupy.empty(n, dtype=cupy.int32)
     counts = cupy.zeros(bins, dtype=cupy.int32)
     zone = cupy.empty(n, dtype=cupy.uint8)
-    ring_low = cupy.full(num_rings, np.iinfo(np.uint64).max, dtype=cupy.uint64)
+    ring_low = cupy.full(num_rings, -1, dtype=cupy.int64).view(cupy.uint64)  # all ones: empty
     ring_high = cupy.zeros(num_rings, dtype=cupy.uint64)
     get_kernel(STRUCTURES, "sc_bin", device_id)(
         blocks(n),
