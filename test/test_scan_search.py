@@ -301,3 +301,14 @@ def test_gpu_nebula_sweeps_through_the_frame_layer(sensor, lidar_data_dir):
     for search in ("scan", "kdtree"):
         out = gpu.process(cloud, ClusterConfig(d_th=0.5, search=search), window)
         np.testing.assert_array_equal(out.result.labels.get(), cpu.result.labels)
+
+
+def test_node_search_parameter_takes_the_new_searches_live():
+    from gpu_euclidean_cluster.ros.parameters import PARAMETERS
+    from gpu_euclidean_cluster.ros.settings import settings_from_values
+
+    spec = next(spec for spec in PARAMETERS if spec.name == "search")
+    assert {"kdtree", "scan"} <= set(spec.choices) and not spec.read_only
+    defaults = {spec.name: spec.default for spec in PARAMETERS}
+    for search in ("kdtree", "scan"):
+        assert settings_from_values({**defaults, "search": search}).cluster.search == search
