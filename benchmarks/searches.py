@@ -421,7 +421,11 @@ def plot(document: dict[str, Any], output: Path) -> list[Path]:
             x = [r[x_key] for r in sel]
             for ax, key in zip(axes, ("build_ms", "query_ms", "cluster_ms"), strict=True):
                 ax.plot(x, [r[key] for r in sel], "o-", label=structure)
-        titles = ("build", "query (every point's neighbours)", "cluster(), union_find")
+        titles = (
+            "build",
+            "query (every point's neighbours)",
+            "cluster(), union_find (voxel grid: clique cells)",
+        )
         for ax, title in zip(axes, titles, strict=True):
             ax.set_xscale("log")
             ax.set_yscale("log")
