@@ -15,10 +15,10 @@ Layout (the paper's appendix, in exact integer arithmetic). With ``N`` points, t
 (``w = N / 2**l`` is the paper's real chunk width; ``floor(c * w)`` is ``c * N >> l``.) A node is
 empty when ``lo >= hi``; otherwise ``lo <= s < hi``, the left child owns ``[lo, s)`` and the right
 ``(s, hi)``, and every position is the splitter of exactly one node (``test_kdtree.py`` checks
-it for every N up to 3000). The deepest non-empty level is ``floor(log2 N)``. After the build,
-the chunk of every node is partitioned along its axis ``d = l % 3``: the coordinates ``d`` of
-its left subtree are ``<=`` the splitter's and those of its right subtree ``>=`` (ties may lie
-on either side).
+it for every N below 300 and for N up to 3000 around powers of two). The deepest non-empty
+level is ``floor(log2 N)``. After the build, the chunk of every node is partitioned along its
+axis ``d = l % 3``: the coordinates ``d`` of its left subtree are ``<=`` the splitter's and those
+of its right subtree ``>=`` (ties may lie on either side).
 
 Build, as the paper's Algorithm 1: for each level, sort every chunk by the level's axis and move
 the other coordinates with it (the array holds x, y, z and the original index together); while

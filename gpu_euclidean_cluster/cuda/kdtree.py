@@ -17,6 +17,7 @@ unites every pair found with ``union_find.cu``'s union-find (``union_find`` over
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import cupy
@@ -105,7 +106,7 @@ def build_kdtree(device_id: int, points: cupy.ndarray, d_th: float) -> GpuKdTree
     return GpuKdTree(device_id, tree, thr, search_radius(thr))
 
 
-def link_components(device_id: int, n: int, link: object) -> cupy.ndarray:
+def link_components(device_id: int, n: int, link: Callable[[cupy.ndarray], None]) -> cupy.ndarray:
     """Component ids of ``n`` points after ``link(parent)`` has united their neighbour pairs
     (``union_find.cu``'s ``uf_init``, then ``link``, then ``uf_finish``: roots as ids)."""
     parent = cupy.empty(n, dtype=cupy.int32)
@@ -115,7 +116,7 @@ def link_components(device_id: int, n: int, link: object) -> cupy.ndarray:
     get_kernel(STRUCTURES, "uf_init", device_id)(
         blocks(n), (THREADS,), (n32, np.int32(0), parent, parent, parent, parent, parent)
     )
-    link(parent)  # type: ignore[operator]
+    link(parent)
     get_kernel(STRUCTURES, "uf_finish", device_id)(
         blocks(n),
         (THREADS,),

@@ -49,14 +49,12 @@ class GpuScanBins:
         thr_sq: ``float32(d_th**2)``.
         args: the leading arguments of every ``sc_`` search kernel (``SCAN_ARGS`` of
             ``scan_search.cu``).
-        collar_size: points in the collar (0: no voxel grid was built).
     """
 
     device_id: int
     n: int
     thr_sq: np.float32
     args: tuple
-    collar_size: int
 
     def launch(self, name: str, *args: object) -> None:
         """Launch ``sc_<name>`` over every point (``graph.cu``'s searches: the bins' leading
@@ -133,7 +131,7 @@ def build_scan_bins(
         slot,
         *_grid_args(grid, collar),
     )
-    return GpuScanBins(device_id, n, thr, args, int(collar.shape[0]))
+    return GpuScanBins(device_id, n, thr, args)
 
 
 def _collar_grid(
