@@ -22,7 +22,7 @@ from gpu_euclidean_cluster.clusterer import Backend, EuclideanClusterer
 from gpu_euclidean_cluster.core.config import (
     LABELLING_METHODS,
     PAIR_SEARCHES,
-    SEARCHES,
+    PAPER_SEARCHES,
     ClusterConfig,
 )
 from gpu_euclidean_cluster.core.memory import StructureTooLargeError
@@ -62,13 +62,8 @@ SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS", "kdtree": "KD", "scan": "SC"
 #: with the companion papers' searches, the kd-tree (``KD-``) and the scan bins (``SC-``: rings
 #: from the case where it has them, else elevation bands).
 GPU_VARIANTS: tuple[Variant, ...] = (
-    *(Variant(m, s) for s in SEARCHES if s not in PAIR_SEARCHES for m in LABELLING_METHODS),
-    *(
-        Variant(m, s, pointer_jumping=True)
-        for s in SEARCHES
-        if s not in PAIR_SEARCHES
-        for m in ("vertex", "edge")
-    ),
+    *(Variant(m, s) for s in PAPER_SEARCHES for m in LABELLING_METHODS),
+    *(Variant(m, s, pointer_jumping=True) for s in PAPER_SEARCHES for m in ("vertex", "edge")),
     Variant("union_find", "range", device_resident=True),
     *(Variant(m, s) for s in PAIR_SEARCHES for m in LABELLING_METHODS),
 )

@@ -26,6 +26,8 @@ LABELLING_METHODS: tuple[str, ...] = METHODS[1:]
 #: The paper's three methods (Section 4), which build a graph structure before labelling.
 PAPER_METHODS: tuple[str, ...] = ("vertex", "edge", "matrix")
 SEARCHES: tuple[str, ...] = get_args(Search)
+#: The paper's two searches (Section 4.4): all pairs, and the voxel grid.
+PAPER_SEARCHES: tuple[str, ...] = ("exhaustive", "range")
 #: The searches of the companion papers (``core/kdtree.py``, ``core/scan_search.py``): they build
 #: a structure of their own and hand every labelling method the neighbour pairs it finds.
 PAIR_SEARCHES: tuple[str, ...] = ("kdtree", "scan")

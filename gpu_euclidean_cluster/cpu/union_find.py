@@ -25,7 +25,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..core.clique_cells import FORWARD_OFFSETS, PAD, clique_cell_side, grid_extent
-from ..core.config import SEARCHES
+from ..core.config import PAPER_SEARCHES
 from ..core.neighbour_rule import squared_distance, threshold_sq
 
 #: Candidate point pairs evaluated per vectorised step (about 170 MB of temporaries at most).
@@ -94,8 +94,8 @@ def union_find_components(points: np.ndarray, d_th: float, search: str = "range"
         d_th: distance threshold; neighbours satisfy ``((dx*dx + dy*dy) + dz*dz) < float32(d_th²)``.
         search: ``"range"`` (clique-cell grid) or ``"exhaustive"`` (all pairs, chunked).
     """
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    if search not in PAPER_SEARCHES:
+        raise ValueError(f"search must be one of {PAPER_SEARCHES}, not {search!r}")
     points = np.ascontiguousarray(points, dtype=np.float32).reshape(-1, 3)
     n = len(points)
     with np.errstate(over="ignore"):  # d_th**2 beyond float32: T = inf

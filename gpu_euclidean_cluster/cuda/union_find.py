@@ -30,7 +30,7 @@ import cupy
 import numpy as np
 
 from ..core.clique_cells import GAP_LIMIT, clique_cell_side
-from ..core.config import SEARCHES
+from ..core.config import PAPER_SEARCHES
 from ..core.neighbour_rule import threshold_sq
 from .module import ES_TILE, THREADS, KernelSource, blocks, get_kernel
 
@@ -103,8 +103,8 @@ def label_union_find(
         d_th: distance threshold; neighbours satisfy ``((dx*dx + dy*dy) + dz*dz) < float32(d_th²)``.
         search: ``"range"`` (clique-cell hash grid) or ``"exhaustive"`` (all pairs, tiled).
     """
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    if search not in PAPER_SEARCHES:
+        raise ValueError(f"search must be one of {PAPER_SEARCHES}, not {search!r}")
     n = int(points.shape[0])
     if n == 0:
         return UnionFindLabelling(cupy.empty(0, dtype=cupy.int32), search, False, 0)
