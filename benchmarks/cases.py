@@ -74,6 +74,8 @@ class CaseData:
 
     Attributes:
         truth: the exact partition (synthetic clouds, known answers), else None.
+        rings: each point's laser ring where the cloud has them (the scan search's bins), else
+            None.
         truth_name: what ``truth`` is, written as the rows' ``oracle`` (default ``ground-truth``).
         extra: facts measured on the cloud (e.g. its mean degree), written with every row (its
             keys are fields of :class:`~.rows.ResultRow`).
@@ -84,6 +86,7 @@ class CaseData:
     truth: np.ndarray | None = None
     truth_name: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    rings: np.ndarray | None = None
 
 
 @dataclass
@@ -173,7 +176,8 @@ def frame_cases(
 
 def _frame_case(path: Path, d_th: float) -> Case:
     def load() -> CaseData:
-        return CaseData(points=read_frame(path), d_th=d_th)
+        points, rings = read_frame_with_rings(path)
+        return CaseData(points=points, d_th=d_th, rings=rings)
 
     return Case(
         key=f"frames:{path.name},d_th={d_th}",
@@ -191,3 +195,18 @@ def read_frame(path: Path) -> np.ndarray:
     from gpu_euclidean_cluster.pointcloud_io import load_points
 
     return load_points(path).xyz
+
+
+def read_frame_with_rings(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A frame's points and rings: its ``ring``/``channel`` field (nuScenes' ring index), else
+    the ring each point's elevation gives on an HDL-64E (KITTI's sensor), as ``make-bag``
+    assigns them."""
+    from gpu_euclidean_cluster.pointcloud_io import load_points
+    from gpu_euclidean_cluster.pointcloud_io.bags import ring_from_elevation
+    from gpu_euclidean_cluster.tools.simulation import get_sensor
+
+    cloud = load_points(path)
+    rings = cloud.fields.get("ring", cloud.fields.get("channel"))
+    if rings is None:
+        rings = ring_from_elevation(cloud.xyz, get_sensor("hdl64e").elevations_deg)
+    return cloud.xyz, rings.astype(np.int32)

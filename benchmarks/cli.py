@@ -4,6 +4,8 @@ Run from a checkout (the repository root on ``PYTHONPATH``, or as the working di
 benchmarks are no part of the installed package. Sub-commands (each writes into ``--output DIR``):
 
 - ``synthetic``: the four experiments of Table 2 for every method x search combination.
+- ``searches``: voxel grid vs kd-tree vs scan bins (build, query, ``cluster()``) vs cloud size
+  and d_th, and the scan paper's nearest-neighbour comparison with SciPy's cKDTree.
 - ``frames``: the real frames of ``$LIDAR_DATA_DIR`` at d_th 0.3 / 0.5 / 1.0 m, with ArborX's
   FDBSCAN and FDBSCAN-DenseBox as GPU peers when ``$ARBORX_EC`` names its program.
 - ``stress``: dense, huge and high-degree clouds (identical points, a 2 m cube, kitti_000001 at
@@ -101,6 +103,37 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     )
     synthetic.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     synthetic.set_defaults(run=run_synthetic)
+
+    searches = sub.add_parser(
+        "searches",
+        help="voxel grid vs kd-tree vs scan bins: build and query time vs size and d_th, and "
+        "the scan paper's nearest-neighbour comparison against SciPy's cKDTree",
+    )
+    _add_output_option(searches)
+    _add_data_dir_option(searches, "folder of kitti_000001.bin")
+    searches.add_argument(
+        "--experiments",
+        default=ALL,
+        help="comma-separated subset of size,d_th,nn (default: all)",
+    )
+    searches.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help=f"where to measure (default {DEFAULT_BACKEND}: CUDA if CuPy sees a GPU)",
+    )
+    searches.add_argument("--warmup", type=int, default=2, help="untimed calls (default 2)")
+    searches.add_argument("--repeats", type=int, default=10, help="timed calls (default 10)")
+    searches.add_argument(
+        "--budget-s", type=float, default=2.0, help="stop repeating a call after (default 2 s)"
+    )
+    searches.add_argument(
+        "--quick", action="store_true", help="tiny clouds on the CPU backend (CI)"
+    )
+    searches.add_argument(
+        "--replot", action="store_true", help="only redraw tables and figures from searches.json"
+    )
+    searches.set_defaults(run=run_searches)
 
     frames = sub.add_parser("frames", help="real LiDAR frames at d_th 0.3 / 0.5 / 1.0 m")
     _add_measure_options(frames)
@@ -245,7 +278,9 @@ def _add_measure_options(
         "algorithms as written), ES-vertex+pj,ES-edge+pj,RS-vertex+pj,RS-edge+pj (with pointer "
         "jumping), RS-union_find+dev (points already on the GPU, labels left there), "
         "RS-union_find+staged and RS-union_find+staged+dev (stage by stage, not as one CUDA "
-        f"graph), 'all' or 'none' (default: {'all thirteen' if methods == ALL else methods})",
+        "graph), KD-union_find,KD-vertex,KD-edge,KD-matrix (the kd-tree search), SC-union_find,"
+        "SC-vertex,SC-edge,SC-matrix (the scan search), 'all' or "
+        f"'none' (default: {'all of them' if methods == ALL else methods})",
     )
     parser.add_argument(
         "--peers",
@@ -390,6 +425,34 @@ def run_frames(args: argparse.Namespace) -> int:
     except FileNotFoundError as error:
         raise BenchError(str(error)) from error
     return _measure(args, "frames", cases)
+
+
+def run_searches(args: argparse.Namespace) -> int:
+    from .cases import data_dir
+    from .searches import replot, run
+
+    if args.replot:
+        for path in replot(args.output):
+            print(f"wrote {path}")
+        return 0
+    experiments = ["size", "d_th", "nn"] if args.experiments == ALL else _split(args.experiments)
+    unknown = sorted(set(experiments) - {"size", "d_th", "nn"})
+    if unknown:
+        raise BenchError(f"unknown experiment(s) {', '.join(unknown)}; expected size, d_th, nn")
+    if args.repeats < 1 or args.warmup < 0 or not args.budget_s > 0:
+        raise BenchError("--repeats must be >= 1, --warmup >= 0 and --budget-s > 0")
+    path = run(
+        args.output,
+        args.data_dir or data_dir(),
+        args.backend,
+        args.quick,
+        args.warmup,
+        args.repeats,
+        args.budget_s,
+        experiments,
+    )
+    print(f"wrote {path}, {path.with_suffix('.md')}")
+    return 0
 
 
 def run_stress(args: argparse.Namespace) -> int:

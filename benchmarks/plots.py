@@ -247,6 +247,10 @@ def _style(impl: str) -> str:
         return "o--"
     if impl.startswith("RS-"):
         return "s-"
+    if impl.startswith("KD-"):
+        return "d-."
+    if impl.startswith("SC-"):
+        return "v-."
     return "^:"
 
 

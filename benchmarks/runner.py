@@ -19,7 +19,12 @@ from typing import Any
 import numpy as np
 
 from gpu_euclidean_cluster.clusterer import Backend, EuclideanClusterer
-from gpu_euclidean_cluster.core.config import LABELLING_METHODS, SEARCHES, ClusterConfig
+from gpu_euclidean_cluster.core.config import (
+    LABELLING_METHODS,
+    PAIR_SEARCHES,
+    PAPER_SEARCHES,
+    ClusterConfig,
+)
 from gpu_euclidean_cluster.core.memory import StructureTooLargeError
 from gpu_euclidean_cluster.core.result import STAGES, ClusterResult
 
@@ -53,18 +58,21 @@ class Variant:
         return f"{SEARCH_ABBREV[self.search]}-{self.method}{pj}{staged}{dev}"
 
 
-SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS"}
+SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS", "kdtree": "KD", "scan": "SC"}
 
 #: The fused union-find and the paper's six combinations as written (ES and RS each), then the
 #: vertex and edge methods with pointer jumping (the matrix method has no such option), then the
 #: default configuration (``auto`` = union_find, range search) device-resident, then both of its
-#: rows stage by stage (the whole call's graph against the stages, in the same run).
+#: rows stage by stage (the whole call's graph against the stages, in the same run); then every
+#: method with the companion papers' searches, the kd-tree (``KD-``) and the scan bins (``SC-``:
+#: rings from the case where it has them, else elevation bands).
 GPU_VARIANTS: tuple[Variant, ...] = (
-    *(Variant(m, s) for s in SEARCHES for m in LABELLING_METHODS),
-    *(Variant(m, s, pointer_jumping=True) for s in SEARCHES for m in ("vertex", "edge")),
+    *(Variant(m, s) for s in PAPER_SEARCHES for m in LABELLING_METHODS),
+    *(Variant(m, s, pointer_jumping=True) for s in PAPER_SEARCHES for m in ("vertex", "edge")),
     Variant("union_find", "range", device_resident=True),
     Variant("union_find", "range", staged=True),
     Variant("union_find", "range", device_resident=True, staged=True),
+    *(Variant(m, s) for s in PAIR_SEARCHES for m in LABELLING_METHODS),
 )
 
 #: Timed repeats of the stage split of a graph row (``ClusterGraphs.stage_split``).
@@ -241,9 +249,10 @@ class CaseRunner:
         self.backend.release_memory()
         # device-resident: the points are copied to the device once, untimed; labels stay there
         points = self.backend.to_device(data.points) if variant.device_resident else data.points
+        rings = data.rings if variant.search == "scan" else None
 
         def call() -> ClusterResult:
-            result = clusterer.cluster(points)
+            result = clusterer.cluster(points, rings=rings)
             # Kept without its labels: holding every call's labels made each new NumPy array
             # of a large cloud fault in fresh pages (13 ms for 8 M labels against 2.4 ms).
             results.append(dataclasses.replace(result, labels=None))

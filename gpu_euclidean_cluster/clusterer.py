@@ -24,6 +24,7 @@ from .core.device import DeviceInfo, MemoryPeak
 from .core.numbering import array_module
 from .core.range_bands import band_indices, offset_components
 from .core.result import ClusterResult, Labelling
+from .core.scan_search import check_rings
 from .core.timing import StageClock
 from .core.work import WorkEstimate, WorkTooLargeError, examined_pairs, needs_estimate
 
@@ -46,10 +47,14 @@ class Backend(Protocol):
     def synchronize(self) -> None:
         """Wait for queued device work (for honest stage timings)."""
 
-    def label(self, points: Any, config: ClusterConfig, clock: StageClock) -> Labelling:
+    def label(
+        self, points: Any, config: ClusterConfig, clock: StageClock, rings: Any = None
+    ) -> Labelling:
         """Connected components of the d_th-neighbour graph of finite ``points``.
 
-        The backend times its steps with ``clock("build")`` and ``clock("label")``.
+        The backend times its steps with ``clock("build")`` and ``clock("label")``. ``rings``
+        (int32, one per point, on the device; or None) bins the ``scan`` search; other searches
+        do not read it.
         """
 
     def label_voxel_grid(self, points: Any, config: ClusterConfig, clock: StageClock) -> Labelling:
@@ -192,13 +197,19 @@ class EuclideanClusterer:
         self.backend = make_backend(backend, device_id) if isinstance(backend, str) else backend
         self.whole_call = whole_call
 
-    def cluster(self, points: Any, mask: Any = None) -> ClusterResult:
+    def cluster(self, points: Any, mask: Any = None, rings: Any = None) -> ClusterResult:
         """Cluster one cloud.
 
         Args:
             points: (N, 3) array, NumPy or CuPy, any real dtype (computed in float32).
             mask: optional boolean (N,) array; points where it is False get label -1 and are
                 neither clustered nor counted.
+            rings: optional integer (N,) array, each point's laser ring (a Velodyne ``ring`` or
+                ``channel`` field, ids in ``[0, 4096)``): the bins of ``search="scan"``, which
+                without them bins by elevation bands; checked and used by that search only.
+
+        Raises:
+            ValueError: ``rings`` of the wrong shape or dtype, or ids out of range (``scan``).
         """
         config = self.config
         host_input = array_module(points) is np
@@ -211,7 +222,12 @@ class EuclideanClusterer:
         clock = StageClock(self.backend.synchronize)
         with clock("transfer_in"):
             device_points = self.backend.to_device(points)
-            device_mask = None if mask is None else self.backend.to_device(mask)
+            device_mask = None if mask is None else self.backend.to_device(_as_mask(mask, points))
+            device_rings = (
+                self.backend.to_device(check_rings(rings, int(points.shape[0])))
+                if rings is not None and config.search == "scan"
+                else None
+            )
         xp = array_module(device_points)
         with clock("build"):
             valid = xp.isfinite(device_points).all(axis=1)
@@ -219,6 +235,7 @@ class EuclideanClusterer:
                 valid &= device_mask
             valid_index = xp.flatnonzero(valid)
             compact = device_points[valid_index]
+            compact_rings = None if device_rings is None else device_rings[valid_index]
             downsampled = config.algorithm == "exact" and config.downsample_leaf_size > 0
             # voxel_grid searches the voxel centroids (at most one per voxel and z layer), not
             # the points: its search is not estimated; downsampling estimates its centroids'.
@@ -230,7 +247,7 @@ class EuclideanClusterer:
         elif downsampled:
             labelling = _label_downsampled(self.backend, compact, config, clock)
         else:
-            labelling = _label_exact(self.backend, compact, config, bands, clock)
+            labelling = _label_exact(self.backend, compact, config, bands, clock, compact_rings)
         with clock("filter"):
             valid_labels, sizes, num_components = self.backend.number_clusters(
                 labelling.components, config.min_cluster_size, config.max_cluster_size
@@ -273,13 +290,15 @@ def _label_exact(
     config: ClusterConfig,
     bands: list[Band] | None,
     clock: StageClock,
+    rings: Any = None,
 ) -> Labelling:
     """The exact clustering of finite ``points``: one tolerance, or the range ``bands``, then
-    Autoware.ai's centroid merging where ``cluster_merge_threshold`` is set."""
+    Autoware.ai's centroid merging where ``cluster_merge_threshold`` is set (``rings``: the
+    points' rings for the scan search, or None)."""
     if bands is None:
-        labelling = backend.label(points, config, clock)
+        labelling = backend.label(points, config, clock, rings)
     else:
-        labelling = _label_bands(backend, points, bands, clock)
+        labelling = _label_bands(backend, points, bands, clock, rings)
     if config.cluster_merge_threshold > 0:
         with clock("label"):
             labelling.components = _merged(backend, points, labelling.components, config)
@@ -340,9 +359,14 @@ def _range_bands(points: Any, config: ClusterConfig) -> list[Band] | None:
     return bands
 
 
-def _label_bands(backend: Backend, points: Any, bands: list[Band], clock: StageClock) -> Labelling:
+def _label_bands(
+    backend: Backend, points: Any, bands: list[Band], clock: StageClock, rings: Any = None
+) -> Labelling:
     """Every band labelled on its own with its tolerance; component ids kept apart per band."""
-    labellings = [backend.label(points[index], band, clock) for index, band in bands]
+    labellings = [
+        backend.label(points[index], band, clock, None if rings is None else rings[index])
+        for index, band in bands
+    ]
     with clock("label"):
         components = offset_components(
             [
@@ -374,12 +398,18 @@ def _merged(backend: Backend, points: Any, components: Any, config: ClusterConfi
 
 
 def euclidean_cluster(
-    points: Any, d_th: float, *, backend: str = DEFAULT_BACKEND, **config: Any
+    points: Any,
+    d_th: float,
+    *,
+    backend: str = DEFAULT_BACKEND,
+    rings: Any = None,
+    **config: Any,
 ) -> ClusterResult:
     """One-shot clustering; see :class:`EuclideanClusterer` for repeated use.
 
     ``config`` takes any other :class:`ClusterConfig` field (``method``, ``search``,
-    ``min_cluster_size``, ...); what is not given keeps ClusterConfig's default.
+    ``min_cluster_size``, ...); what is not given keeps ClusterConfig's default. ``rings``: as
+    :meth:`EuclideanClusterer.cluster` takes them.
 
     Raises:
         ConfigError: an invalid value, or a keyword that is no ClusterConfig field.
@@ -390,7 +420,8 @@ def euclidean_cluster(
         raise ConfigError(
             f"unknown option {', '.join(unknown)}; expected any of {', '.join(sorted(known))}"
         )
-    return EuclideanClusterer(ClusterConfig(d_th=d_th, **config), backend).cluster(points)
+    clusterer = EuclideanClusterer(ClusterConfig(d_th=d_th, **config), backend)
+    return clusterer.cluster(points, rings=rings)
 
 
 def _as_mask(mask: Any, points: Any) -> Any:

@@ -600,6 +600,7 @@ def test_arborx_failure_is_an_error_row_not_a_crash(tmp_path: Path) -> None:
 
 SUBCOMMANDS = (
     "synthetic",
+    "searches",
     "frames",
     "stress",
     "node",

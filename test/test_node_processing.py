@@ -49,7 +49,7 @@ class _OutOfMemoryGpu(CpuBackend):
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def label(self, points, config, clock):
+    def label(self, points, config, clock, rings=None):
         if isinstance(self.error, StructureTooLargeError) and config.method == "union_find":
             return super().label(points, config, clock)
         raise self.error
@@ -142,7 +142,7 @@ class _RecordingBackend(CpuBackend):
     def __init__(self) -> None:
         self.calls: list[tuple[int, ClusterConfig]] = []
 
-    def label(self, points, config, clock):
+    def label(self, points, config, clock, rings=None):
         self.calls.append((len(points), config))
         return super().label(points, config, clock)
 

@@ -15,7 +15,7 @@ from typing import Literal, get_args
 from .units import INT32_MAX
 
 Method = Literal["auto", "union_find", "vertex", "edge", "matrix"]
-Search = Literal["exhaustive", "range"]
+Search = Literal["exhaustive", "range", "kdtree", "scan"]
 BackendName = Literal["auto", "cuda", "cpu"]
 Algorithm = Literal["exact", "voxel_grid"]
 
@@ -26,6 +26,11 @@ LABELLING_METHODS: tuple[str, ...] = METHODS[1:]
 #: The paper's three methods (Section 4), which build a graph structure before labelling.
 PAPER_METHODS: tuple[str, ...] = ("vertex", "edge", "matrix")
 SEARCHES: tuple[str, ...] = get_args(Search)
+#: The paper's two searches (Section 4.4): all pairs, and the voxel grid.
+PAPER_SEARCHES: tuple[str, ...] = ("exhaustive", "range")
+#: The searches of the companion papers (``core/kdtree.py``, ``core/scan_search.py``): they build
+#: a structure of their own and hand every labelling method the neighbour pairs it finds.
+PAIR_SEARCHES: tuple[str, ...] = ("kdtree", "scan")
 BACKENDS: tuple[str, ...] = get_args(BackendName)
 #: What is clustered: ``exact`` Euclidean cluster extraction on the points, or ``voxel_grid``,
 #: Autoware's ``voxel_grid_based_euclidean_cluster`` (clusters of voxel centroids in x-y).
@@ -78,7 +83,13 @@ class ClusterConfig:
             union-find over clique cells, O(N) memory; ``docs/union_find.md``), one of the
             paper's Section 4 methods ``vertex`` (4.1), ``edge`` (4.2) or ``matrix`` (4.3), or
             ``auto``: the fastest exact method for the cloud (see :func:`resolve_method`).
-        search: neighbour search of Section 4.4: ``exhaustive`` (ES) or ``range`` (RS, voxel grid).
+        search: neighbour search: ``exhaustive`` (ES) or ``range`` (RS, voxel grid) of Section
+            4.4; ``kdtree``, the GPU kd-tree of Wehr & Radkowski with an exact fixed-radius query
+            (``core/kdtree.py``); or ``scan``, bins of laser ring and azimuth sector after the
+            Velodyne scan paper, with windows proven to hold every neighbour
+            (``core/scan_search.py``; rings from ``cluster(..., rings=...)`` or the cloud's
+            ``ring``/``channel`` field, else elevation bands). Every search finds exactly the
+            float32 rule's pairs: the partition does not depend on it.
         min_cluster_size: clusters with fewer points are labelled -1.
         max_cluster_size: clusters with more points are labelled -1.
         matrix_block: the matrix method's block size ``b`` (multiple of 32, at most 1024).

@@ -6,7 +6,9 @@ side ``d_th``, Algorithm 7) the pairs of points in the same or adjacent cells. A
 many such pairs it examines per second (``Backend.pairs_per_second``); a configuration whose
 estimate exceeds ``ClusterConfig.max_work_s`` raises :class:`WorkTooLargeError` before any
 search, naming the fast choice. ``auto`` and ``union_find`` with range search cost O(N) and are
-never estimated.
+never estimated. The companion papers' searches (``kdtree``, ``scan``) test about the neighbour
+pairs themselves, which the voxel grid's candidate pairs bound: they are estimated as range search
+is, ``union_find`` included (it has no clique cells there).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ class WorkEstimate:
     seconds: float
 
     def describe(self) -> str:
-        search = "exhaustive search" if self.search == "exhaustive" else "the voxel grid"
+        search = {"exhaustive": "exhaustive search", "range": "the voxel grid"}.get(
+            self.search, f"the {self.search} search"
+        )
         return (
             f"method {self.method} with {search} on the {self.backend} backend would examine "
             f"{self.pairs:.3g} point pairs (about {self.seconds:.3g} s)"
@@ -70,12 +74,12 @@ def needs_estimate(method: str, search: str) -> bool:
 def examined_pairs(points: Any, d_th: float, search: str) -> int:
     """Point pairs the neighbour search examines on finite ``points`` (NumPy or CuPy, (N, 3)).
 
-    Exhaustive search: ``N (N - 1) / 2``. Range search: pairs of distinct points in the same or
-    adjacent voxels of the search's own grid (Algorithm 7: cells of side ``cell_size(d_th)``
-    over the bounding box, clamped to :func:`~.neighbour_rule.grid_window`'s window where the
-    cloud is wider, so that far outliers or a tiny ``d_th`` pile points into the boundary
-    voxels exactly as the search does), counted from the occupied voxels (one ``unique`` and
-    27 ``searchsorted``).
+    Exhaustive search: ``N (N - 1) / 2``. Range search (and, as their bound, the kd-tree and
+    scan searches): pairs of distinct points in the same or adjacent voxels of the search's own
+    grid (Algorithm 7: cells of side ``cell_size(d_th)`` over the bounding box, clamped to
+    :func:`~.neighbour_rule.grid_window`'s window where the cloud is wider, so that far outliers
+    or a tiny ``d_th`` pile points into the boundary voxels exactly as the search does), counted
+    from the occupied voxels (one ``unique`` and 27 ``searchsorted``).
     """
     n = int(points.shape[0])
     if search == "exhaustive" or n < 2:

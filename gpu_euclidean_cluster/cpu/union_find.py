@@ -40,7 +40,7 @@ from ..core.clique_cells import (
     forward_offsets,
     grid_extent,
 )
-from ..core.config import SEARCHES
+from ..core.config import PAPER_SEARCHES
 from ..core.neighbour_rule import CELL_MARGIN, squared_distance, threshold_sq
 
 #: Candidate point pairs evaluated per vectorised step (about 170 MB of temporaries at most).
@@ -266,8 +266,8 @@ def union_find_components(points: np.ndarray, d_th: float, search: str = "range"
         search: ``"range"`` (clique cells: the bounding-box grid where it can hold the cloud,
             else the gapped grid) or ``"exhaustive"`` (all pairs, chunked).
     """
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    if search not in PAPER_SEARCHES:
+        raise ValueError(f"search must be one of {PAPER_SEARCHES}, not {search!r}")
     points = np.ascontiguousarray(points, dtype=np.float32).reshape(-1, 3)
     n = len(points)
     with np.errstate(over="ignore"):  # d_th**2 beyond float32: T = inf

@@ -1,7 +1,9 @@
 """Graph structures on the GPU from the ES or RS neighbour search (Sections 4.1-4.2, 4.4).
 
-:class:`NeighbourSearch` launches the ``es_*`` or ``rs_*`` twin of a kernel; on top of it,
-:func:`build_adjacency_list` is Algorithm 1 and :func:`build_edge_set` its ``j > i`` variant.
+:class:`NeighbourSearch` launches the ``es_*`` or ``rs_*`` twin of a kernel (or, for the companion
+papers' searches, the ``kd_*`` / ``sc_*`` twin of its structure: :func:`pair_search_structure`); on
+top of it, :func:`build_adjacency_list` is Algorithm 1 and :func:`build_edge_set` its ``j > i``
+variant.
 """
 
 from __future__ import annotations
@@ -9,11 +11,24 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from ..core.config import PAIR_SEARCHES
 from ..core.memory import StructureTooLargeError
 from ..core.neighbour_rule import threshold_sq
 from ..core.units import INT32_MAX, format_bytes
+from .kdtree import GpuKdTree, build_kdtree
 from .module import CLUSTERING, ES_TILE, THREADS, blocks, get_kernel
+from .scan_search import GpuScanBins, build_scan_bins
 from .voxel_grid import GpuVoxelGrid, build_voxel_grid
+
+
+def pair_search_structure(
+    device_id: int, points: cupy.ndarray, d_th: float, search: str, rings: cupy.ndarray | None
+) -> GpuKdTree | GpuScanBins:
+    """The structure of ``search`` (``kdtree`` or ``scan``, with ``rings`` or None) over finite
+    float32 (N, 3) ``points`` (N >= 1)."""
+    if search == "kdtree":
+        return build_kdtree(device_id, points, d_th)
+    return build_scan_bins(device_id, points, d_th, rings)
 
 
 class NeighbourSearch:
@@ -21,9 +36,18 @@ class NeighbourSearch:
 
     ``es_*`` kernels run blocks of ``ES_TILE`` threads (the exhaustive search needs exactly its
     tile), ``rs_*`` kernels blocks of ``THREADS``; both come from :data:`~.module.CLUSTERING`.
+    ``kdtree`` and ``scan`` launch their structure's twins (``kd_*``, ``sc_*``); ``rings`` (one
+    per point, or None) bins ``scan``.
     """
 
-    def __init__(self, device_id: int, points: cupy.ndarray, d_th: float, search: str):
+    def __init__(
+        self,
+        device_id: int,
+        points: cupy.ndarray,
+        d_th: float,
+        search: str,
+        rings: cupy.ndarray | None = None,
+    ):
         self.device_id = device_id
         self.points = points
         self.n = int(points.shape[0])
@@ -31,9 +55,18 @@ class NeighbourSearch:
         self.grid: GpuVoxelGrid | None = (
             build_voxel_grid(device_id, points, d_th) if search == "range" else None
         )
+        self.structure = (
+            pair_search_structure(device_id, points, d_th, search, rings)
+            if search in PAIR_SEARCHES
+            else None
+        )
 
     def launch(self, name: str, *args: object) -> None:
-        """Launch ``es_<name>`` or ``rs_<name>``: the search's leading arguments, then ``args``."""
+        """Launch ``es_<name>``, ``rs_<name>`` or the structure's twin: the search's leading
+        arguments, then ``args``."""
+        if self.structure is not None:
+            self.structure.launch(name, *args)
+            return
         n = np.int32(self.n)
         if self.grid is None:
             kernel = get_kernel(CLUSTERING, f"es_{name}", self.device_id)

@@ -64,9 +64,11 @@ def label_matrix(
     b: int,
     free_memory: Callable[[], int],
     clock: StageClock,
+    rings: cupy.ndarray | None = None,
 ) -> MatrixLabelling:
     """Algorithm 2 on finite (N, 3) float32 ``points`` on ``device_id`` (current), with blocks of
-    ``b`` threads (the kernels of :func:`matrix_source` ``(b)``).
+    ``b`` threads (the kernels of :func:`matrix_source` ``(b)``); ``rings`` bins the ``scan``
+    search.
 
     INITIAL_EC and BUILD_MATRIX are timed as the ``build`` stage of ``clock``, the layer sweeps
     and UPDATEs as ``label``.
@@ -85,7 +87,7 @@ def label_matrix(
         num_labels, _ = _compact(kernels, labels, n + 1, labels)
         check_matrix_memory(-(-num_labels // b) * b, free_memory())
         matrix = _AdjacencyMatrix(num_labels, b)
-        NeighbourSearch(device_id, points, d_th, search).launch(
+        NeighbourSearch(device_id, points, d_th, search, rings).launch(
             "set_matrix", labels, matrix.bits, np.int64(matrix.words_per_row)
         )
     peak = pool.used_bytes()

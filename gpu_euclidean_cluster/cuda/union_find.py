@@ -34,7 +34,7 @@ import cupy
 import numpy as np
 
 from ..core.clique_cells import GAP_LIMIT, clique_cell_side
-from ..core.config import SEARCHES
+from ..core.config import PAPER_SEARCHES
 from ..core.neighbour_rule import threshold_sq
 from .launches import KernelLaunch, issue
 from .module import ES_TILE, THREADS, KernelSource, blocks
@@ -106,8 +106,8 @@ def search_kind(d_th: float, search: str) -> tuple[str, np.float32, float | None
     """``(kind, T, side)`` for ``d_th`` and ``search``: :data:`ISOLATED` where no pair can satisfy
     ``S < T`` (T <= 0 or NaN), :data:`GRID` for range search with clique cells of side ``side``,
     else :data:`EXHAUSTIVE` (``side`` None)."""
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    if search not in PAPER_SEARCHES:
+        raise ValueError(f"search must be one of {PAPER_SEARCHES}, not {search!r}")
     with np.errstate(over="ignore"):  # d_th**2 beyond float32: T = inf
         thr = threshold_sq(d_th)
     if not thr > 0:

@@ -37,6 +37,7 @@ from ..pointcloud_io.pointcloud2 import (
     RawCloud,
     from_structured,
     from_xyz,
+    read_rings,
     read_xyz,
 )
 
@@ -233,7 +234,9 @@ class FramePipeline:
             frame = stage.apply(frame)
             ground = getattr(stage, "last_ground", None) or ground
         points = flatten_heights(frame.points) if flatten else frame.points
-        result = self._clusterer_for(config).cluster(points, frame.mask)
+        # The scan search bins by the sensor's rings where the cloud has them (read on the host).
+        rings = read_rings(cloud) if config.search == "scan" else None
+        result = self._clusterer_for(config).cluster(points, frame.mask, rings)
         encoded: EncodedFrame = self._codec.encode(
             result.labels, result.cluster_sizes, copy=self._copy_output, group=group
         )

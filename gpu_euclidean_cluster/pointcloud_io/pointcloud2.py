@@ -334,6 +334,29 @@ def read_fields(cloud: RawCloud, names: Iterable[str]) -> dict[str, np.ndarray]:
     return {name: _decode(points, cloud, cloud.field(name)) for name in names}  # type: ignore[arg-type]
 
 
+#: Fields that carry a point's laser ring: Velodyne drivers' ``ring`` (Autoware.ai's
+#: ``PointXYZIR``), nebula's ``channel`` (``PointXYZIRCAEDT``); the first present is read.
+RING_FIELDS = ("ring", "channel")
+
+
+def read_rings(cloud: RawCloud) -> np.ndarray | None:
+    """Each point's ring, from the first of :data:`RING_FIELDS` the cloud has, as int32 (N,);
+    None when it has neither (the scan search then bins by elevation).
+
+    Raises:
+        PointCloud2Error: a malformed layout, or a ring field that is not one integer per point.
+    """
+    name = next((n for n in RING_FIELDS if cloud.field(n) is not None), None)
+    if name is None:
+        return None
+    rings = read_fields(cloud, [name])[name]
+    if rings.ndim != 1 or rings.dtype.kind not in "iu":
+        raise PointCloud2Error(
+            "unsupported", f"field {name} must be one integer per point, got {rings.dtype}"
+        )
+    return rings.astype(np.int32)
+
+
 def read_xyz(cloud: RawCloud) -> np.ndarray:
     """The (N, 3) coordinates; float64 if any of x, y, z is float64, else float32."""
     packed = _packed_float32_xyz(cloud)

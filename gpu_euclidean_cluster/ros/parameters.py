@@ -87,7 +87,8 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "search",
         config.DEFAULT_CONFIG.search,
-        "Neighbour search: exhaustive (ES) or voxel-grid range search (RS).",
+        "Neighbour search: exhaustive (ES), voxel-grid range search (RS), kdtree (GPU kd-tree) "
+        "or scan (ring x azimuth bins; rings from the cloud's ring/channel field); all exact.",
         choices=config.SEARCHES,
     ),
     ParameterSpec(
