@@ -139,11 +139,11 @@ def collect_edges(chunks: Iterable[PairChunk], method: str, budget: int, search:
     parts, total = [], 0
     for i, j in chunks:
         total += len(i)
-        if total * EDGE_BYTES > budget:
+        if total * EDGE_BYTES[method] > budget:
             raise StructureTooLargeError(
                 method,
                 f"more than {total} neighbour pairs ({search} search)",
-                total * EDGE_BYTES,
+                total * EDGE_BYTES[method],
                 f"the CPU memory budget of {format_bytes(budget)}",
             )
         parts.append(np.stack((i, j), axis=1))
