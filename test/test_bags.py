@@ -151,7 +151,7 @@ def test_make_bag_bad_inputs(tmp_path, capsys):
         (["make-bag", str(tmp_path / "d"), str(tmp_path / "xyz.npy")], "no intensity field"),
         (
             ["make-bag", str(tmp_path / "f"), str(tmp_path / "xyz.npy"), "--repeat", "0"],
-            "--repeat must be >= 1",
+            "argument --repeat: must be a whole number >= 1, got 0",
         ),
         (
             ["make-bag", str(tmp_path / "g"), "--simulate", "--repeat", "2"],
