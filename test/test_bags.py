@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import threading
 from pathlib import Path
 
@@ -185,7 +184,6 @@ def test_simulated_bag_round_trips_through_replay(tmp_path, monkeypatch):
 
     from ._replay_helpers import Recorder
 
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.randint(1, 100)))
     out = tmp_path / "sim"
     assert cli_main(["make-bag", str(out), "--simulate", "--sensor", "vlp16", "--frames", "3"]) == 0
     with PointCloudBag(out) as bag:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 from pathlib import Path
 
@@ -29,11 +28,6 @@ pytestmark = pytest.mark.ros
 GAPS_S = [0.2, 0.5, 0.3, 0.4]
 TIMING_TOLERANCE_S = 0.08
 STORAGES = ["ros1", "sqlite3", "mcap"]
-
-
-@pytest.fixture(autouse=True)
-def _isolated_domain(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.randint(1, 100)))
 
 
 def bag_path(tmp_path: Path, storage: str) -> Path:
