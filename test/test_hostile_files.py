@@ -1,4 +1,4 @@
-"""Hostile files, bags and command lines (issue 21, items 3 and 4).
+"""Hostile files, bags and command lines.
 
 Readers check what a file declares against what it holds before they allocate; bags are refused
 before rosbags allocates what their records declare, and whatever rosbags raises on damaged bytes
@@ -434,3 +434,23 @@ def test_topic_names_follow_ros_2_rules(name):
     except Exception:  # rclpy's InvalidTopicNameException
         valid = False
     assert (topic_name_problem(name) is None) == valid, topic_name_problem(name)
+
+
+def test_a_damaged_velodyne_packet_bag_is_a_velodyne_bag_error(tmp_path):
+    from rosbags.rosbag2 import StoragePlugin
+    from rosbags.rosbag2 import Writer as Ros2Writer
+
+    from gpu_euclidean_cluster.pointcloud_io.velodyne import (
+        VelodyneBagError,
+        read_velodyne_scans,
+        velodyne_typestore,
+    )
+    from gpu_euclidean_cluster.pointcloud_io.velodyne.bags import VELODYNE_SCAN
+
+    bag = tmp_path / "packets"
+    with Ros2Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        writer.add_connection("/velodyne_packets", VELODYNE_SCAN, typestore=velodyne_typestore())
+    [storage] = bag.glob("*.mcap")
+    storage.write_bytes(b"\x89MCAP0\r\n")  # 8 bytes: rosbags raised a TypeError on it
+    with pytest.raises(VelodyneBagError, match="8 bytes is too short for an MCAP file"):
+        list(read_velodyne_scans(bag))

@@ -1,4 +1,4 @@
-"""The test suite never touches a node it did not start (issue 21, item 6).
+"""The test suite never touches a node it did not start.
 
 A test process takes its own discovery scope before any test runs (``conftest.py`` and
 ``_ros2_tools.isolate_discovery``): a ROS domain id that no other test process holds and

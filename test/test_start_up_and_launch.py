@@ -1,5 +1,4 @@
-"""The node's start-up and shutdown, and the launch files, fail loudly and cleanly (issue 21,
-items 4 and 5).
+"""The node's start-up and shutdown, and the launch files, fail loudly and cleanly.
 
 - Every start-up input the node cannot use (a QoS name, a params file that is missing, a
   directory or not YAML, a remap rule, a log level) is one line of output and exit status 2.
