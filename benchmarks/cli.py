@@ -14,6 +14,8 @@ benchmarks are no part of the installed package. Sub-commands (each writes into 
   launch files; ``--attack-only`` runs it alone).
 - ``autoware``: exact clustering against Autoware's voxel-grid variant, on frames and simulated
   scenes, with Autoware's own library as a peer when ``--peer`` names it.
+- ``ai-pipeline``: Autoware.ai's pipeline (ground, bands, merging, boxes) in the frame layer on one
+  frame, stage by stage and end to end, CUDA and CPU in one run.
 - ``plot`` / ``targets``: redraw the figures / re-check the targets from the files in DIR.
 
 Expected failures (a bad option, a missing runtime, a driver that failed) print one line,
@@ -116,8 +118,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     stress.add_argument(
         "--cases",
         default=ALL,
-        help="comma-separated subset of room-vlp16,cabin-hdl64e,identical,cube,tiled,kitti "
-        "(default: all, in that order)",
+        help="comma-separated subset of room-vlp16,cabin-hdl64e,identical,cube,tiled,tiled-8m,"
+        "kitti (default: all, in that order)",
     )
     _add_data_dir_option(stress, "folder of kitti_000001.bin (absent: a simulated HDL-64E sweep)")
     _add_gpu_options(stress, gpu_es_max_points=STRESS_GPU_ES_MAX_POINTS)
@@ -148,9 +150,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     _add_output_option(targets)
     targets.set_defaults(run=run_targets)
 
+    from .ai_pipeline import add_parser as add_ai_pipeline
     from .autoware_compare import add_parser as add_autoware
 
     add_autoware(sub)
+    add_ai_pipeline(sub)
 
 
 def _add_output_option(parser: argparse.ArgumentParser) -> None:
@@ -170,7 +174,10 @@ def _add_data_dir_option(parser: argparse.ArgumentParser, what: str) -> None:
 
 #: ``stress`` measures these by default: the fused union-find (also device-resident), its ES
 #: variant, and the paper's methods as the library runs them (they refuse the dense clouds).
-STRESS_METHODS = "RS-union_find,RS-union_find+dev,ES-union_find,RS-edge+pj,RS-vertex+pj,RS-matrix"
+STRESS_METHODS = (
+    "RS-union_find,RS-union_find+dev,RS-union_find+staged,RS-union_find+staged+dev,ES-union_find,"
+    "RS-edge+pj,RS-vertex+pj,RS-matrix"
+)
 #: ``stress``: exhaustive search only on clouds up to this size (O(N^2): 2 M points ~3 s).
 STRESS_GPU_ES_MAX_POINTS = 300_000
 #: ``stress --quick``: the paper's methods get this memory budget, so that the tiny dense
@@ -240,8 +247,9 @@ def _add_measure_options(
         help="comma-separated subset of ES-union_find,RS-union_find (the fused method, what "
         "'auto' runs), ES-vertex,ES-edge,ES-matrix,RS-vertex,RS-edge,RS-matrix (the paper's "
         "algorithms as written), ES-vertex+pj,ES-edge+pj,RS-vertex+pj,RS-edge+pj (with pointer "
-        "jumping) and RS-union_find+dev (points already on the GPU, labels left there), 'all' or "
-        f"'none' (default: {'all eleven' if methods == ALL else methods})",
+        "jumping), RS-union_find+dev (points already on the GPU, labels left there), "
+        "RS-union_find+staged and RS-union_find+staged+dev (stage by stage, not as one CUDA "
+        f"graph), 'all' or 'none' (default: {'all thirteen' if methods == ALL else methods})",
     )
     parser.add_argument(
         "--peers",
@@ -353,6 +361,13 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quick", action="store_true", help="CI mode: CPU backend, small frame, short run"
+    )
+    parser.add_argument(
+        "--params-file",
+        type=Path,
+        default=None,
+        help="YAML parameters file the node starts with (e.g. config/autoware_ai.param.yaml: "
+        "Autoware.ai's whole pipeline); its values replace --method, --search and --d-th",
     )
     parser.add_argument(
         "--objects",
@@ -514,6 +529,7 @@ def node_options(args: argparse.Namespace) -> NodeBenchOptions:
         reliability=args.reliability,
         frame=args.frame,
         objects=args.objects,
+        params_file=args.params_file,
     )
 
 

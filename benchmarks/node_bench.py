@@ -99,12 +99,17 @@ class NodeBenchOptions:
     #: the driver subscribes to ``output/objects_with_feature`` instead of the labelled cloud,
     #: so the node builds and publishes Autoware's objects (and the clouds have no subscriber)
     objects: bool = False
+    #: a YAML parameters file the node starts with (e.g. ``config/autoware_ai.param.yaml``: the
+    #: whole Autoware.ai pipeline); its values replace ``method``, ``search`` and ``d_th``
+    params_file: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.rates_hz or min(self.rates_hz) <= 0:
             raise BenchError("--rates must list at least one rate > 0 Hz")
         if not self.duration_s > 0:
             raise BenchError("--duration-s must be > 0")
+        if self.params_file is not None and not self.params_file.is_file():
+            raise BenchError(f"--params-file {self.params_file}: no such file")
 
 
 #: ``--quick`` (CI): CPU backend, the small frame, slow rates, short steps.
@@ -152,7 +157,12 @@ def run_node_bench(options: NodeBenchOptions) -> NodeReport:
     cross = measure_rates_cross_process(xyz, frame, options, backend.name)
     return NodeReport(
         meta=run_metadata(python_command(), backend),
-        options={**asdict(options), "rates_hz": list(options.rates_hz), "frame": frame},
+        options={
+            **asdict(options),
+            "rates_hz": list(options.rates_hz),
+            "frame": frame,
+            "params_file": None if options.params_file is None else str(options.params_file),
+        },
         steps=steps,
         max_rate_no_drops_hz=max_clean_rate(steps),
         cross_process_steps=cross,
@@ -180,7 +190,8 @@ def measure_rates(
 
     log.info(configure_transport())  # the node here publishes ~2 MB clouds to the driver
     context = rclpy.Context()
-    rclpy.init(context=context)
+    file_args = ["--ros-args", "--params-file", str(options.params_file)]
+    rclpy.init(context=context, args=file_args if options.params_file else None)
     try:
         return _rate_steps(
             xyz, frame, options, backend, "bench_node", lambda r: _run_step(context, r, options)
@@ -212,9 +223,15 @@ def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) ->
         namespace=request.namespace,
         context=context,
         parameter_overrides=[
-            Parameter("method", value=options.method),
-            Parameter("search", value=options.search),
-            Parameter("d_th", value=float(options.d_th)),
+            *(
+                []
+                if options.params_file  # the context's --params-file sets them
+                else [
+                    Parameter("method", value=options.method),
+                    Parameter("search", value=options.search),
+                    Parameter("d_th", value=float(options.d_th)),
+                ]
+            ),
             Parameter("backend", value=options.backend),
             Parameter("qos_reliability", value=options.reliability),
         ],
@@ -381,6 +398,11 @@ class _NodeProcess:
             "-p", f"d_th:={float(options.d_th)}", "-p", f"backend:={options.backend}",
             "-p", f"qos_reliability:={options.reliability}",
         ]  # fmt: skip
+        if options.params_file is not None:  # its values, not the defaults of --method etc.
+            for name in ("method", "search", "d_th"):
+                at = next(i for i, arg in enumerate(command) if arg.startswith(f"{name}:="))
+                del command[at - 1 : at + 1]
+            command += ["--params-file", str(options.params_file)]
         env = {**os.environ, "ROS_DOMAIN_ID": str(self.request.domain_id)}
         self.process = subprocess.Popen(
             command,

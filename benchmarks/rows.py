@@ -139,6 +139,23 @@ class ResultRow:
     median_ms: float | None = None
     p99_ms: float | None = None
     min_ms: float | None = None
+    #: the GPU method ran stage by stage (``whole_call=False``); False: its whole call as one
+    #: CUDA graph where the configuration allows (``cuda/graphs.py``)
+    staged: bool | None = None
+    #: graph rows, per call (the last timed call's counts): graph launches, kernels and copies
+    #: (or memsets) inside the graph, copies issued beside it, host synchronisations
+    graph_launches: int | None = None
+    graph_kernels: int | None = None
+    graph_copies: int | None = None
+    outside_copies: int | None = None
+    host_syncs: int | None = None
+    #: the first call of the row (its bucket's graph captured, buffers allocated): the capture
+    #: alone, and the whole first call
+    capture_ms: float | None = None
+    first_call_ms: float | None = None
+    #: graph rows: median ms of each stage of ``ClusterGraphs.stage_split`` (the graph's steps
+    #: issued stage by stage between events; host staging and copy-out timed on the host)
+    stage_split_ms: dict[str, float] | None = None
     #: median of each stage of the library's ``ClusterResult.timings_ms``
     transfer_in_ms: float | None = None
     build_ms: float | None = None

@@ -32,33 +32,43 @@ from .stats import median, p99, time_calls
 
 @dataclass(frozen=True)
 class Variant:
-    """A GPU method as measured: the method x search, whether pointer jumping is on, and whether
-    the points are already on the device (and the labels left there)."""
+    """A GPU method as measured: the method x search, whether pointer jumping is on, whether
+    the points are already on the device (and the labels left there), and whether the call runs
+    stage by stage instead of as the backend's whole-call graph."""
 
     method: str
     search: str
     pointer_jumping: bool = False
     device_resident: bool = False
+    staged: bool = False
 
     @property
     def name(self) -> str:
         """``RS-matrix``, ``ES-vertex`` (the paper's naming); ``+pj`` with pointer jumping;
-        ``+dev`` device-resident (CuPy points in, CuPy labels out: no host copies timed)."""
+        ``+staged`` stage by stage (``whole_call=False``); ``+dev`` device-resident (CuPy
+        points in, CuPy labels out: no host copies timed)."""
         pj = "+pj" if self.pointer_jumping else ""
+        staged = "+staged" if self.staged else ""
         dev = "+dev" if self.device_resident else ""
-        return f"{SEARCH_ABBREV[self.search]}-{self.method}{pj}{dev}"
+        return f"{SEARCH_ABBREV[self.search]}-{self.method}{pj}{staged}{dev}"
 
 
 SEARCH_ABBREV = {"exhaustive": "ES", "range": "RS"}
 
 #: The fused union-find and the paper's six combinations as written (ES and RS each), then the
 #: vertex and edge methods with pointer jumping (the matrix method has no such option), then the
-#: default configuration (``auto`` = union_find, range search) device-resident.
+#: default configuration (``auto`` = union_find, range search) device-resident, then both of its
+#: rows stage by stage (the whole call's graph against the stages, in the same run).
 GPU_VARIANTS: tuple[Variant, ...] = (
     *(Variant(m, s) for s in SEARCHES for m in LABELLING_METHODS),
     *(Variant(m, s, pointer_jumping=True) for s in SEARCHES for m in ("vertex", "edge")),
     Variant("union_find", "range", device_resident=True),
+    Variant("union_find", "range", staged=True),
+    Variant("union_find", "range", device_resident=True, staged=True),
 )
+
+#: Timed repeats of the stage split of a graph row (``ClusterGraphs.stage_split``).
+STAGE_SPLIT_REPEATS = 10
 
 #: The row of what the library runs by default (``method="auto"``, range search, on CUDA), and
 #: the same with the points already on the GPU: the rows the default-method time targets are
@@ -213,6 +223,7 @@ class CaseRunner:
         row = self._base_row(case, data, variant.name, "gpu-method", self.backend.name)
         row.pointer_jumping = variant.pointer_jumping
         row.device_resident = variant.device_resident
+        row.staged = variant.staged
         reason = self._method_skip_reason(case, data, variant)
         if reason:
             row.fail(Outcome("skipped", reason))
@@ -225,7 +236,7 @@ class CaseRunner:
             memory_budget=self.settings.memory_budget,
             max_work_s=None,  # the benchmark's own caps (--cpu-es-max-points ...) decide
         )
-        clusterer = EuclideanClusterer(config, backend=self.backend)
+        clusterer = EuclideanClusterer(config, backend=self.backend, whole_call=not variant.staged)
         results: list[ClusterResult] = []
         self.backend.release_memory()
         # device-resident: the points are copied to the device once, untimed; labels stay there
@@ -233,14 +244,28 @@ class CaseRunner:
 
         def call() -> ClusterResult:
             result = clusterer.cluster(points)
-            results.append(result)
+            # Kept without its labels: holding every call's labels made each new NumPy array
+            # of a large cloud fault in fresh pages (13 ms for 8 M labels against 2.4 ms).
+            results.append(dataclasses.replace(result, labels=None))
             return result
 
         s = self.settings
+        graphs = None if variant.staged else getattr(self.backend, "graphs", None)
         try:
+            if graphs is not None:
+                graphs.last_call = None
+            start = time.perf_counter()
+            call()  # the first call: a graph row captures its bucket's graph here
+            row.first_call_ms = round((time.perf_counter() - start) * 1e3, 4)
+            if graphs is not None and graphs.last_call is not None:
+                row.capture_ms = round(graphs.last_call.capture_ms, 4)
             timed = time_calls(call, s.warmup, s.repeats, s.budget_s)
-            measured = results[timed.warmup_runs :]
+            measured = results[1 + timed.warmup_runs :]
             labels = _host(timed.value.labels)
+            if graphs is not None and graphs.last_call is not None:
+                _set_graph_counts(row, graphs.last_call)
+                split = graphs.stage_split(points, config, STAGE_SPLIT_REPEATS)
+                row.stage_split_ms = {k: round(v, 4) for k, v in split.items()} if split else None
         except Exception as error:  # recorded (refused, out of memory or other), never dropped
             del results[:]
             row.fail(_failure(error))
@@ -299,6 +324,16 @@ class CaseRunner:
                 f"{s.cpu_es_max_points}"
             )
         return None
+
+
+def _set_graph_counts(row: ResultRow, call: Any) -> None:
+    """Launches, copies and synchronisations of a graph call (``cuda/graphs.py``'s
+    ``GraphCall``)."""
+    row.graph_launches = call.graph_launches
+    row.graph_kernels = call.kernel_nodes
+    row.graph_copies = call.copy_nodes
+    row.outside_copies = call.outside_copies
+    row.host_syncs = call.host_syncs
 
 
 def _set_timings(row: ResultRow, samples_ms: list[float], warmup_runs: int) -> None:

@@ -21,9 +21,8 @@ import numpy as np
 
 from .core.config import BACKENDS, DEFAULT_BACKEND, ClusterConfig, ConfigError
 from .core.device import DeviceInfo, MemoryPeak
-from .core.merging import merge_components
 from .core.numbering import array_module
-from .core.range_bands import band_of_points, offset_components
+from .core.range_bands import band_indices, offset_components
 from .core.result import ClusterResult, Labelling
 from .core.timing import StageClock
 from .core.work import WorkEstimate, WorkTooLargeError, examined_pairs, needs_estimate
@@ -66,11 +65,29 @@ class Backend(Protocol):
         ascending linear index; timed as ``clock("build")``. The twins
         (``cpu/autoware_voxel.py``, ``cuda/autoware_voxel.py``) are equal bit for bit."""
 
+    def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
+        """The whole call for C-contiguous float32 (N, 3) ``points`` (any values; ``mask`` None
+        or a boolean (N,) array) in one submission to the device, where this backend offers one
+        for ``config`` (CUDA: a captured graph per size bucket); None: the clusterer runs the
+        stages one by one. The labels equal the staged path's."""
+
     def number_clusters(
         self, components: Any, min_size: int, max_size: int
     ) -> tuple[Any, np.ndarray, int]:
         """:func:`~.core.numbering.canonical_labels` on this backend's device (component id -1:
         the point stays -1 and counts towards nothing)."""
+
+    def merge_components(self, points: Any, components: Any, threshold: float) -> Any:
+        """Autoware.ai's centroid merging (``core/merging.py``'s rules) of the components of
+        finite ``points`` on this backend's device: (N,) int32 ids, equal within a merged group
+        (ids arbitrary; the twins, ``core/merging.py`` and ``cuda/merging.py``, give the same
+        partition)."""
+
+    def oriented_boxes(self, points: Any, labels: Any, sizes: np.ndarray) -> np.ndarray:
+        """The (K,) ``core.oriented_boxes.BOX_DTYPE`` rows of the clusters ``0..K-1`` of
+        ``labels`` over the (N, 3) ``points`` (on this backend's device or the host), ``sizes``
+        their point counts; the twins (``core/oriented_boxes.py``, ``cuda/oriented_boxes.py``)
+        are equal bit for bit."""
 
     def describe(self) -> DeviceInfo:
         """The device: name, memory, driver and runtime versions."""
@@ -156,16 +173,24 @@ def as_points(points: Any) -> Any:
 
 
 class EuclideanClusterer:
-    """Clusters clouds with one configuration on one backend, reusing compiled kernels."""
+    """Clusters clouds with one configuration on one backend, reusing compiled kernels.
+
+    Args:
+        whole_call: let the backend run the whole call in one submission where it can (the CUDA
+            backend's graphs, ``Backend.cluster_whole``); False: always stage by stage (each
+            stage timed on its own, for comparison).
+    """
 
     def __init__(
         self,
         config: ClusterConfig | None = None,
         backend: str | Backend = DEFAULT_BACKEND,
         device_id: int = 0,
+        whole_call: bool = True,
     ) -> None:
         self.config = config or ClusterConfig()
         self.backend = make_backend(backend, device_id) if isinstance(backend, str) else backend
+        self.whole_call = whole_call
 
     def cluster(self, points: Any, mask: Any = None) -> ClusterResult:
         """Cluster one cloud.
@@ -178,10 +203,15 @@ class EuclideanClusterer:
         config = self.config
         host_input = array_module(points) is np
         points = as_points(points)
+        mask = None if mask is None else _as_mask(mask, points)
+        if self.whole_call:
+            whole = self.backend.cluster_whole(points, mask, config)
+            if whole is not None:
+                return whole
         clock = StageClock(self.backend.synchronize)
         with clock("transfer_in"):
             device_points = self.backend.to_device(points)
-            device_mask = None if mask is None else self.backend.to_device(_as_mask(mask, points))
+            device_mask = None if mask is None else self.backend.to_device(mask)
         xp = array_module(device_points)
         with clock("build"):
             valid = xp.isfinite(device_points).all(axis=1)
@@ -252,7 +282,7 @@ def _label_exact(
         labelling = _label_bands(backend, points, bands, clock)
     if config.cluster_merge_threshold > 0:
         with clock("label"):
-            labelling.components = _merged(points, labelling.components, config)
+            labelling.components = _merged(backend, points, labelling.components, config)
     return labelling
 
 
@@ -298,11 +328,10 @@ def _range_bands(points: Any, config: ClusterConfig) -> list[Band] | None:
     the configuration has none (or no points): the whole cloud is then labelled with ``d_th``."""
     if config.algorithm != "exact" or not config.clustering_ranges or points.shape[0] == 0:
         return None
-    xp = array_module(points)
-    band = band_of_points(points, config.clustering_ranges)
+    distances = config.clustering_distances
+    members = band_indices(points, config.clustering_ranges, len(distances))
     bands = []
-    for number, d_th in enumerate(config.clustering_distances):
-        index = xp.flatnonzero(band == number)
+    for d_th, index in zip(distances, members, strict=True):
         if index.shape[0]:
             band_config = config.with_changes(
                 d_th=d_th, clustering_ranges=(), clustering_distances=(), cluster_merge_threshold=0
@@ -336,17 +365,12 @@ def _label_bands(backend: Backend, points: Any, bands: list[Band], clock: StageC
     )
 
 
-def _merged(points: Any, components: Any, config: ClusterConfig) -> Any:
-    """``components`` after Autoware.ai's centroid merging (``core/merging.py``), computed on the
-    host from the x-y coordinates, on ``components``' device."""
-    xp = array_module(components)
+def _merged(backend: Backend, points: Any, components: Any, config: ClusterConfig) -> Any:
+    """``components`` of finite ``points`` after Autoware.ai's centroid merging
+    (``core/merging.py``), on the backend's device."""
     if int(points.shape[0]) == 0:
         return components
-    xy = points[:, :2]
-    host_xy = xy if xp is np else xy.get()
-    host_components = components if xp is np else components.get()
-    merged = merge_components(host_xy, host_components, config.cluster_merge_threshold)
-    return merged if xp is np else xp.asarray(merged)
+    return backend.merge_components(points, components, config.cluster_merge_threshold)
 
 
 def euclidean_cluster(

@@ -605,6 +605,7 @@ SUBCOMMANDS = (
     "node",
     "reliability",
     "autoware",
+    "ai-pipeline",
     "plot",
     "targets",
 )

@@ -135,19 +135,20 @@ def node(domain, tmp_path_factory) -> Iterator[Background]:
 
 
 class Recorder:
-    """A default-configured subscriber of the node's outputs in this process (reliable, depth 10,
-    as RViz or a downstream node would subscribe), spun in its own thread."""
+    """A default-configured subscriber of the node's outputs (``topics``, PointCloud2) in this
+    process (reliable, depth 10, as RViz or a downstream node would subscribe), spun in its own
+    thread."""
 
-    def __init__(self, domain: int) -> None:
+    def __init__(self, domain: int, topics: tuple[str, ...] = OUTPUTS) -> None:
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain)
         self.node = rclpy.create_node("cross_process_recorder", context=self.context)
         self._condition = threading.Condition()
-        self.received: dict[str, list[PointCloud2]] = {topic: [] for topic in OUTPUTS}
+        self.received: dict[str, list[PointCloud2]] = {topic: [] for topic in topics}
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.subscriptions = [
             self.node.create_subscription(PointCloud2, topic, self._recorder(topic), qos)
-            for topic in OUTPUTS
+            for topic in topics
         ]
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)

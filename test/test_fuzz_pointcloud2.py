@@ -1,13 +1,15 @@
 """Fuzzing the PointCloud2 decoder and the frame layer (ROS-free, bounded time).
 
 Any layout and any bytes either give a decoded frame whose outputs have the input's point count,
-or a ``pointcloud2.PointCloud2Error`` with a one-line reason: no other exception, and decoding work
-bounded by the message size.
+or a ``pointcloud2.PointCloud2Error`` with a one-line reason: no other exception, no NumPy
+RuntimeWarning (signalling NaNs, values beyond float32: a warning would reach the node's stderr),
+and decoding work bounded by the message size.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -83,11 +85,29 @@ def test_decoder_decodes_or_gives_one_reason(cloud):
 
 
 @FUZZ
-@given(cloud=raw_clouds(), use_height=st.booleans(), max_range=st.sampled_from([np.inf, 5.0]))
-def test_frame_processing_outputs_every_point_or_gives_one_reason(cloud, use_height, max_range):
-    settings_ = NodeSettings(use_height=use_height, max_range=max_range)
+@given(
+    cloud=raw_clouds(),
+    use_height=st.booleans(),
+    max_range=st.sampled_from([np.inf, 5.0]),
+    max_coordinate=st.sampled_from([1e6, np.inf]),
+    extras=st.booleans(),
+)
+def test_frame_processing_outputs_every_point_or_gives_one_reason(
+    cloud, use_height, max_range, max_coordinate, extras
+):
+    settings_ = NodeSettings(
+        use_height=use_height, max_range=max_range, max_coordinate=max_coordinate
+    )
     try:
-        output = PIPELINE.process(cloud, settings_.cluster, settings_.window)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            output = PIPELINE.process(
+                cloud,
+                settings_.cluster,
+                settings_.window,
+                group_records=extras,
+                oriented_boxes=extras,
+            )
     except pc.PointCloud2Error as error:
         assert str(error) and "\n" not in str(error)
         return

@@ -15,6 +15,8 @@ from visualization_msgs.msg import Marker  # noqa: E402
 
 from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
 from gpu_euclidean_cluster.core.cluster_stats import cluster_rgb, unpack_rgb  # noqa: E402
+from gpu_euclidean_cluster.frame import DiffNormalsFilter, FramePipeline  # noqa: E402
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_structured  # noqa: E402
 from gpu_euclidean_cluster.ros.descriptors import descriptor  # noqa: E402
 from gpu_euclidean_cluster.ros.parameters import PARAMETERS  # noqa: E402
 
@@ -279,6 +281,30 @@ def test_pose_estimation_adds_oriented_boxes_live(ros, stamps):
         assert (row["length"], row["width"]) == (pytest.approx(4.0), pytest.approx(1.0))
     finally:
         peer.set_parameters(NAME, pose_estimation=False)
+
+
+def test_diffnormals_applies_live_and_refuses_bad_radii(ros, stamps):
+    """use_diffnormals (live): a flat floor is not clustered, a pole is; radii in the wrong order
+    are refused with the reason and leave the filter as it was."""
+    node, peer = ros
+    rng = np.random.default_rng(7)
+    floor = np.column_stack([rng.uniform(-8, 8, (2000, 2)), rng.normal(0, 0.01, 2000)])
+    pole = np.column_stack([rng.normal(3, 0.05, (300, 2)), rng.uniform(0, 2, 300)])
+    points = xyzi_array(np.concatenate([floor, pole]))
+    assert peer.set_parameters(NAME, use_diffnormals=True)[0].successful
+    try:
+        (labeled,) = _send(peer, cloud_message(points, stamps()))
+        ids = decode(labeled)["cluster_id"]
+        assert (ids[:2000] == -1).mean() > 0.95, "the flat floor is dropped"
+        assert (ids[2000:] >= 0).sum() > 30, "the pole is clustered"
+        settings = node.settings
+        library = FramePipeline("cpu", stages=[DiffNormalsFilter(settings.diffnormals)])
+        expected = library.process(from_structured(points), settings.cluster, settings.window)
+        assert np.array_equal(ids, decode(expected.labeled)["cluster_id"])
+        (bad,) = peer.set_parameters(NAME, diffnormals_large_radius=0.2)
+        assert not bad.successful and "must be larger than small_radius" in bad.reason
+    finally:
+        peer.set_parameters(NAME, use_diffnormals=False)
 
 
 def test_invalid_parameter_sets_rejected_with_reasons(ros):

@@ -12,7 +12,16 @@ import pytest
 
 from gpu_euclidean_cluster.core.config import ClusterConfig
 from gpu_euclidean_cluster.core.frame import FrameWindow
-from gpu_euclidean_cluster.core.oriented_boxes import BOX_DTYPE, oriented_boxes, yaw_quaternion
+from gpu_euclidean_cluster.core.oriented_boxes import (
+    BOX_DTYPE,
+    EdgeRectangles,
+    _edge_rectangles,
+    _hulls,
+    _lexicographic_extremes,
+    box_rows,
+    oriented_boxes,
+    yaw_quaternion,
+)
 from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
 
@@ -184,3 +193,53 @@ def test_frame_layer_boxes_and_cluster_columns(load_frame):
     print(
         f"\noriented_boxes kitti_000001 d_th 0.5: {k} clusters, {min(timings):.1f} ms (best of 5)"
     )
+
+
+def test_least_area_edges_alone_choose_the_same_boxes():
+    """What the GPU twin hands :func:`box_rows`: each cluster's least-area edges only (squares
+    tie on every edge) give the boxes of all the edges."""
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(1, 60, 200)
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    xy = rng.normal(0.0, 2.0, (len(labels), 2)) + np.repeat(
+        rng.uniform(-40, 40, (len(sizes), 2)), sizes, axis=0
+    )
+    xy[labels % 7 == 0] = np.round(xy[labels % 7 == 0])  # on a grid: equal areas
+    z = rng.uniform(-1, 1, len(labels))
+    px, py, pz = (v.astype(np.float32).astype(np.float64) for v in (xy[:, 0], xy[:, 1], z))
+    boxes = oriented_boxes(px, py, pz, labels, len(sizes))
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    first, last = _lexicographic_extremes(px, py, labels, starts)
+    flat = (px[first] == px[last]) & (py[first] == py[last])
+    hull_cluster, hull = _hulls(px, py, labels, starts, first, last, flat)
+    edges = _edge_rectangles(px, py, hull_cluster, hull)
+    least = np.full(len(sizes), np.inf)
+    np.minimum.at(least, edges.cluster, edges.area)
+    keep = edges.area == least[edges.cluster]
+    assert (~keep).any() and np.bincount(edges.cluster[keep]).max() > 1
+    rows = box_rows(
+        np.minimum.reduceat(pz, starts),
+        np.maximum.reduceat(pz, starts),
+        flat,
+        px[first],
+        py[first],
+        EdgeRectangles(*(np.asarray(column)[keep] for column in edges)),
+    )
+    assert rows.tobytes() == boxes.tobytes()
+
+
+def test_cpu_backend_checks_what_the_gpu_twin_checks():
+    from gpu_euclidean_cluster.cpu.backend import CpuBackend
+
+    backend = CpuBackend()
+    xyz = np.zeros((4, 3), np.float64)
+    with pytest.raises(ValueError, match="non-empty"):
+        backend.oriented_boxes(xyz, np.array([0, 0, 1, 1]), np.array([1, 3]))
+    with pytest.raises(ValueError, match="points of shape"):
+        backend.oriented_boxes(xyz[:3], np.array([0, 0, 1, 1]), np.array([2, 2]))
+    xyz[0, 0] = 1e200
+    with pytest.raises(ValueError, match="finite clustered coordinates"):
+        backend.oriented_boxes(xyz, np.array([0, 0, 1, 1]), np.array([2, 2]))
+    xyz[0, 0] = np.nan  # not clustered: ignored
+    boxes = backend.oriented_boxes(xyz, np.array([-1, 0, 1, 1]), np.array([1, 2]))
+    assert boxes["length"].tolist() == [0.0, 0.0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
@@ -98,14 +100,13 @@ def test_empty_cloud():
 def test_many_fields_are_checked_in_one_pass():
     """60 000 declared fields (a hostile message): the layout check names the duplicates
     (it counted each name over the whole list before: minutes of work per frame)."""
-    points = np.zeros(12, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
-    good = pc.from_structured(points)
-    extra = tuple(pc.Field(f"f{i}", 0, 2) for i in range(60_000))
-    many = pc.RawCloud(**{**good.__dict__, "fields": (*XYZ_FIELDS, *extra)})
+    step = 12 + 60_000
+    extra = tuple(pc.Field(f"f{i}", 12 + i, pc.UINT8) for i in range(60_000))
+    many = pc.RawCloud((*XYZ_FIELDS, *extra), 1, 12, step, 12 * step, bytes(12 * step))
     pc.check_layout(many)
     twice = (*XYZ_FIELDS, *extra, pc.Field("f7", 0, 2), pc.Field("f59999", 0, 2))
     with pytest.raises(pc.PointCloud2Error, match=r"duplicate field names \['f59999', 'f7'\]"):
-        pc.check_layout(pc.RawCloud(**{**good.__dict__, "fields": twice}))
+        pc.check_layout(pc.RawCloud(**{**many.__dict__, "fields": twice}))
 
 
 @pytest.mark.parametrize(
@@ -126,6 +127,10 @@ def test_many_fields_are_checked_in_one_pass():
         ({"fields": (*XYZ_FIELDS, pc.Field("t", -2, 2))}, "malformed", "field t (offset -2"),
         ({"fields": (*XYZ_FIELDS, pc.Field("flags", 0, 1, 0))}, "unsupported",
          "field flags has count 0"),
+        ({"fields": (*XYZ_FIELDS[:2], pc.Field("z", 6, pc.FLOAT32))}, "malformed",
+         "fields y and z overlap (bytes 6 to 7)"),
+        ({"fields": (*XYZ_FIELDS, pc.Field("rgb", 2, pc.UINT8, 3))}, "malformed",
+         "fields x and rgb overlap (bytes 2 to 3)"),
     ],
 )  # fmt: skip
 def test_bad_clouds_are_rejected_with_reasons(change, kind, words):
@@ -211,3 +216,64 @@ def test_from_cdr_reads_a_serialized_message_without_copying_the_points():
         pc.from_cdr(data[: len(data) // 2])
     with pytest.raises(pc.PointCloud2Error, match="not a little-endian CDR"):
         pc.from_cdr(b"\x00\x00\x00\x00" + data[4:])
+
+
+def _cdr(frame_id: bytes, names: list[bytes], declared: int | None = None) -> bytes:
+    """A little-endian CDR PointCloud2 of one point: ``names`` as uint8 fields after x, y, z
+    (float32), ``declared`` fields announced (default: as many as there are)."""
+    out = bytearray(b"\x00\x01\x00\x00")
+
+    def uint32(value: int) -> None:
+        out.extend(bytes(-(len(out) - 4) % 4))
+        out.extend(struct.pack("<I", value))
+
+    def string(raw: bytes) -> None:
+        uint32(len(raw))
+        out.extend(raw)
+
+    fields = [(b"x\0", 0, pc.FLOAT32), (b"y\0", 4, pc.FLOAT32), (b"z\0", 8, pc.FLOAT32)]
+    fields += [(name, 12 + i, pc.UINT8) for i, name in enumerate(names)]
+    step = 12 + len(names)
+    uint32(7)  # stamp
+    uint32(8)
+    string(frame_id)
+    for value in (1, 1, len(fields) if declared is None else declared):
+        uint32(value)
+    for name, offset, datatype in fields:
+        string(name)
+        uint32(offset)
+        out.append(datatype)
+        uint32(1)
+    out.append(0)  # is_bigendian
+    for value in (step, step, step):  # point_step, row_step, payload length
+        uint32(value)
+    out.extend(struct.pack("<3f", 1.0, 2.0, 3.0) + bytes(len(names)))
+    out.append(1)  # is_dense
+    return bytes(out)
+
+
+def test_from_cdr_decodes_utf8_names_and_refuses_what_is_not_utf8():
+    cloud, header = pc.from_cdr(_cdr("vélo_top".encode() + b"\0", ["intensité".encode() + b"\0"]))
+    assert header.frame_id == "vélo_top" and cloud.fields[-1].name == "intensité"
+    assert pc.read_xyz(cloud).tolist() == [[1.0, 2.0, 3.0]]
+    assert pc.from_cdr(_cdr(b"lidar", []))[1].frame_id == "lidar"  # no terminator: tolerated
+    for frame_id in (b"\xff\xfelidar\0", b"\xc3"):  # with and without the terminator
+        with pytest.raises(pc.PointCloud2Error, match=r"string at byte 12 is not UTF-8") as error:
+            pc.from_cdr(_cdr(frame_id, []))
+        assert error.value.kind == "malformed"
+    with pytest.raises(pc.PointCloud2Error, match="is not UTF-8"):
+        pc.from_cdr(_cdr(b"lidar\0", [b"ring\xff\0"]))
+
+
+def test_from_cdr_refuses_more_fields_than_the_limit_before_reading_them():
+    many = [f"f{i}".encode() + b"\0" for i in range(pc.MAX_FIELDS)]
+    cloud, _ = pc.from_cdr(_cdr(b"lidar\0", many), max_fields=pc.MAX_FIELDS + 3)
+    assert len(cloud.fields) == pc.MAX_FIELDS + 3
+    assert cloud.field("f1023") == pc.Field("f1023", 12 + 1023, pc.UINT8)
+    with pytest.raises(pc.PointCloud2Error) as error:
+        pc.from_cdr(_cdr(b"lidar\0", many))
+    assert error.value.kind == "malformed"
+    assert str(error.value) == "1027 fields, over the limit of 1024 (max_point_fields)"
+    # A count of 2**32 - 1 in a 100-byte message: refused by the count, not by reading.
+    with pytest.raises(pc.PointCloud2Error, match="4294967295 fields, over the limit of 1024"):
+        pc.from_cdr(_cdr(b"lidar\0", [], declared=2**32 - 1))

@@ -26,7 +26,12 @@ from gpu_euclidean_cluster.core.merging import (
     union_find,
 )
 from gpu_euclidean_cluster.core.numbering import canonical_labels
-from gpu_euclidean_cluster.core.range_bands import band_of_points, offset_components, point_ranges
+from gpu_euclidean_cluster.core.range_bands import (
+    band_indices,
+    band_of_points,
+    offset_components,
+    point_ranges,
+)
 from gpu_euclidean_cluster.core.timing import StageClock
 from gpu_euclidean_cluster.pointcloud_io import load_points
 from gpu_euclidean_cluster.tools.simulation import (
@@ -222,6 +227,16 @@ def test_each_band_uses_its_own_tolerance():
     points = np.array([[5, 0, 0], [5.8, 0, 0], [20, 0, 0], [20.8, 0, 0]], dtype=np.float32)
     labels = run(points, clustering_ranges=(10.0,), clustering_distances=(0.5, 1.0))
     assert labels[2] == labels[3] and len({labels[0], labels[1], labels[2]}) == 3
+
+
+def test_band_indices_are_each_bands_points_in_index_order():
+    rng = np.random.default_rng(3)
+    points = rng.uniform(-80, 80, (5000, 3)).astype(np.float32)
+    band = band_of_points(points, AUTOWARE_RANGES)
+    members = band_indices(points, AUTOWARE_RANGES, 6)  # a sixth band, empty
+    assert len(members) == 6 and members[5].shape == (0,)
+    for number, index in enumerate(members):
+        assert index.tolist() == np.flatnonzero(band == number).tolist()
 
 
 def test_offset_components_keeps_bands_apart_and_fits_int32():

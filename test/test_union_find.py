@@ -24,7 +24,13 @@ import gpu_euclidean_cluster
 from gpu_euclidean_cluster.core.clique_cells import FORWARD_OFFSETS, clique_cell_side
 from gpu_euclidean_cluster.core.neighbour_rule import threshold_sq
 from gpu_euclidean_cluster.core.numbering import canonical_labels
-from gpu_euclidean_cluster.cpu.union_find import build_clique_grid, union_find_components
+from gpu_euclidean_cluster.cpu import union_find
+from gpu_euclidean_cluster.cpu.union_find import (
+    build_clique_grid,
+    build_gapped_grid,
+    clique_geometry,
+    union_find_components,
+)
 
 KERNELS = Path(gpu_euclidean_cluster.__file__).resolve().parent / "cuda" / "kernels"
 DATA_DIR = Path(
@@ -208,6 +214,41 @@ def _huge_threshold() -> tuple[np.ndarray, float]:
     return (rng.random((500, 3)) * 4e19 - 2e19).astype(np.float32), 1e18
 
 
+def _subnormal(k: int) -> tuple[np.ndarray, float]:
+    """T = k * 2^-149 (subnormal): random points a few reaches apart, pairs at the reach along
+    random directions nudged by an ulp, and on x from 0 a chain whose last link, a neighbour
+    pair a hair under the reach, spans as many gapped-grid cells as it can (3 for k = 3)."""
+    d_th = float(np.sqrt(k * 2.0**-149))
+    rng = np.random.default_rng(100 + k)
+    p = rng.random((200, 3)) * 6 * d_th + 2.0**-60
+    u = rng.normal(size=(200, 3))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    q = (p + d_th * u).astype(np.float32)
+    q = np.nextafter(q, np.where(rng.random((200, 3)) < 0.5, np.float32(0), np.float32(1)))
+    side, reach = clique_geometry(threshold_sq(d_th))
+    start = np.float32(side * 0.99)  # the same cell as 0, near its far end
+    link = np.nextafter(np.float32(reach), np.float32(0))  # the longest neighbour difference
+    chain = np.zeros((3, 3), dtype=np.float32)
+    chain[1:, 0] = (start, start + link)
+    return np.concatenate((p.astype(np.float32), q, chain)), d_th
+
+
+def _infinite_threshold_near() -> tuple[np.ndarray, float]:
+    """T = inf with points 1e19 to 1e20 apart: squared distances overflow for some pairs only."""
+    rng = np.random.default_rng(17)
+    return (rng.random((300, 3)) * 6e19).astype(np.float32), 1e25
+
+
+def _blob_and_far_outliers() -> tuple[np.ndarray, float]:
+    """A dense blob, a chain, and outliers at float32's ends: the bounding box is too wide."""
+    rng = np.random.default_rng(18)
+    blob = rng.random((1500, 3)) * 0.3
+    chain = np.zeros((200, 3))
+    chain[:, 0] = 5.0 + np.arange(200) * 0.4 + rng.random(200) * 0.2
+    far = [[1e9, 0.0, 0.0], [-3e38, 3e38, 0.0], [3e38, 3e38, 3e38], [1e9, 0.3, 0.0]]
+    return np.concatenate((blob, chain, far)).astype(np.float32), 0.5
+
+
 def _wide_cloud() -> tuple[np.ndarray, float]:
     """More than 2^30 cells across: the grid is off (CPU) or falls back on the device (GPU)."""
     rng = np.random.default_rng(16)
@@ -240,6 +281,9 @@ CLOUDS: dict[str, Callable[[], tuple[np.ndarray, float]]] = {
     "infinite-threshold": _infinite_threshold,
     "huge-threshold": _huge_threshold,
     "wide-cloud": _wide_cloud,
+    **{f"subnormal-threshold-{k}": (lambda k=k: _subnormal(k)) for k in (1, 2, 3, 4, 6, 9)},
+    "infinite-threshold-near": _infinite_threshold_near,
+    "blob-and-far-outliers": _blob_and_far_outliers,
 }
 
 
@@ -265,6 +309,47 @@ def test_cpu_matches_oracle(name: str, search: str, oracle_cache) -> None:
     got = union_find_components(points, d_th, search)
     assert got.dtype == np.int32 and got.shape == (len(points),)
     assert np.array_equal(canonical(got), expected)
+
+
+@pytest.mark.parametrize("name", list(CLOUDS))
+def test_cpu_gapped_grid_matches_oracle(
+    name: str, oracle_cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gapped grid (where the bounding-box grid cannot hold the cloud), forced for every
+    cloud, gives the oracle's partition."""
+    monkeypatch.setattr(union_find, "clique_cell_side", lambda thr: None)
+    points, d_th, expected = _oracle(oracle_cache, name)
+    assert np.array_equal(canonical(union_find_components(points, d_th)), expected)
+
+
+def test_subnormal_clouds_reach_across_three_cells() -> None:
+    for k in (1, 2, 3, 4, 6, 9):
+        assert threshold_sq(_subnormal(k)[1]) == np.float32(k * 2.0**-149)
+    points, d_th = _subnormal(3)
+    grid = build_gapped_grid(points, threshold_sq(d_th))
+    assert grid is not None and np.abs(grid.offsets).max() == 3  # D / h = 2.27 there
+    first, last = grid.coords[grid.cell_of[-2:]]
+    assert (last - first).tolist() == [3, 0, 0]  # a neighbour pair three cells apart
+    assert pair_sq(points, np.array([-2]), np.array([-1]))[0] < threshold_sq(d_th)
+
+
+THRESHOLDS = [np.float32(k * 2.0**-149) for k in range(1, 40)] + [
+    threshold_sq(d) for d in (1e-20, 1e-15, 0.05, 0.5, 3.3, 1e18, 1e19)
+]
+
+
+@pytest.mark.parametrize("thr", [*THRESHOLDS, np.float32(np.inf)], ids=repr)
+def test_clique_geometry_follows_the_float32_rule(thr: np.float32) -> None:
+    """A cell's widest pair (m per axis, m above h(1 + 2^-18)) satisfies S < T; the reach D is
+    the smallest float32 whose square rounds to T or more."""
+    side, reach = clique_geometry(thr)
+    m = np.nextafter(np.float32(side * (1 + 2.0**-18)), np.float32(np.inf))
+    with np.errstate(over="ignore"):
+        assert (m * m + m * m) + m * m < thr
+        d = np.float32(reach)
+        below = np.nextafter(d, np.float32(0))
+        assert below * below < thr <= d * d
+    assert 1.0 <= reach / side < 2.3
 
 
 def test_ulp_ties_really_tie() -> None:

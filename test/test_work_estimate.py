@@ -15,9 +15,10 @@ import pytest
 from gpu_euclidean_cluster import ClusterConfig, ConfigError, euclidean_cluster
 from gpu_euclidean_cluster.clusterer import EuclideanClusterer, estimate_work
 from gpu_euclidean_cluster.commands import cli
-from gpu_euclidean_cluster.core.neighbour_rule import cell_size
 from gpu_euclidean_cluster.core.work import WorkTooLargeError, examined_pairs, needs_estimate
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
+from gpu_euclidean_cluster.cpu.graph import _candidate_count
+from gpu_euclidean_cluster.cpu.voxel_grid import build_voxel_grid
 from gpu_euclidean_cluster.frame import FramePipeline, FrameWindow
 from gpu_euclidean_cluster.pointcloud_io import Cloud, write_pcd
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
@@ -29,20 +30,37 @@ DENSE = np.random.default_rng(0).uniform(0.0, 4.0, (40_000, 3)).astype(np.float3
 
 
 def brute_force_range_pairs(points: np.ndarray, d_th: float) -> int:
-    """Pairs of distinct points whose voxel cells (side ``cell_size(d_th)``) touch."""
-    cells = np.floor(points.astype(np.float64) / cell_size(d_th))  # float64: 3e38 m fits
+    """Pairs of distinct points whose voxels in the CPU range search's grid touch."""
+    cells = build_voxel_grid(points, d_th).point_voxels
     touching = np.abs(cells[:, None, :] - cells[None, :, :]).max(axis=2) <= 1
     return int((touching.sum() - len(points)) // 2)
 
 
-@pytest.mark.parametrize("d_th", [0.05, 0.3, 1.0, 7.0])
+@pytest.mark.parametrize("d_th", [0.05, 0.3, 1.0, 7.0, 1e-20])
 def test_range_pairs_equal_brute_force(d_th):
     rng = np.random.default_rng(1)
     points = rng.uniform(-3.0, 3.0, (700, 3)).astype(np.float32)
     points[::50] *= 1e4  # far outliers: gaps of many empty cells
-    points[1] = (3e38, -3e38, 0.0)
-    assert examined_pairs(points, d_th, "range") == brute_force_range_pairs(points, d_th)
+    points[1] = (3e38, -3e38, 0.0)  # the grid's window is clamped: boundary voxels fill up
+    pairs = examined_pairs(points, d_th, "range")
+    assert pairs == brute_force_range_pairs(points, d_th)
+    assert pairs == _candidate_count(build_voxel_grid(points, d_th))  # what the search compares
     assert examined_pairs(points, d_th, "exhaustive") == 700 * 699 // 2
+
+
+def test_a_grid_clamped_by_a_tiny_threshold_is_estimated_as_it_is_searched():
+    """At d_th 1e-20 a 100 m cloud spans 1e22 voxels: the grid's window piles every point into
+    its 8 corner voxels, and the paper's methods compare an eighth of all pairs (the estimate
+    said none before, and the search ran for minutes on a real frame)."""
+    points = np.random.default_rng(2).uniform(-50.0, 50.0, (20_000, 3)).astype(np.float32)
+    pairs = examined_pairs(points, 1e-20, "range")
+    assert pairs == _candidate_count(build_voxel_grid(points, 1e-20)) > 20_000 * 19_999 // 20
+    config = ClusterConfig(d_th=1e-20, method="edge", max_work_s=1.0)  # the node's limit
+    with pytest.raises(WorkTooLargeError, match="use method 'auto'"):
+        EuclideanClusterer(config, "cpu").cluster(points)
+    assert EuclideanClusterer(config.with_changes(method="auto"), "cpu").cluster(
+        points
+    ).num_clusters == len(points)
 
 
 def test_degenerate_clouds():

@@ -28,18 +28,16 @@ MAX_KEYS = 2.0**61
 GAP_LIMIT = 3.0 * (1.0 + 2.0**-18) / (1.0 - CELL_MARGIN) ** 2
 
 
-def _forward_offsets() -> np.ndarray:
-    """The 62 offsets of {-2..2}^3 whose first non-zero of (dz, dy, dx) is positive, nearest first.
+def forward_offsets(radius: int = 2) -> np.ndarray:
+    """The offsets of {-radius..radius}^3 whose first non-zero of (dz, dy, dx) is positive,
+    nearest first: 62 for the 5 x 5 x 5 stencil of clique cells.
 
-    Each unordered pair of cells at most two cells apart per axis is visited once. The order
-    (smallest possible gap, then length) matches the table in ``union_find.cu``.
+    Each unordered pair of cells at most ``radius`` cells apart per axis is visited once. The
+    order (smallest possible gap, then length) matches the table in ``union_find.cu``.
     """
+    span = range(-radius, radius + 1)
     offsets = [
-        (dx, dy, dz)
-        for dz in range(-2, 3)
-        for dy in range(-2, 3)
-        for dx in range(-2, 3)
-        if (dz, dy, dx) > (0, 0, 0)
+        (dx, dy, dz) for dz in span for dy in span for dx in span if (dz, dy, dx) > (0, 0, 0)
     ]
     offsets.sort(
         key=lambda o: (sum(max(abs(a) - 1, 0) ** 2 for a in o), sum(a * a for a in o), o[::-1])
@@ -47,7 +45,7 @@ def _forward_offsets() -> np.ndarray:
     return np.array(offsets, dtype=np.int64)
 
 
-FORWARD_OFFSETS = _forward_offsets()
+FORWARD_OFFSETS = forward_offsets()
 
 
 #: Smallest T for which the grid is used. Below it the rounding terms of the proof

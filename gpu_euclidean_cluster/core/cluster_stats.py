@@ -42,7 +42,8 @@ def cluster_table(xyz: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.
 
     * coordinates are taken as float64 (exact for float32 and integer input);
     * centroid: :func:`cluster_sums` divided by the point count in float64 (one correctly
-      rounded division), then rounded to float32 (nearest, ties to even);
+      rounded division), then rounded to float32 (nearest, ties to even; beyond float32's
+      range, +-inf);
     * box: the minimum and maximum of each coordinate with ``-0.0 < +0.0`` (IEEE 754-2019
       ``minimum``/``maximum``; clustered points are finite), rounded to float32.
 
@@ -70,10 +71,11 @@ def cluster_table(xyz: np.ndarray, labels: np.ndarray, num_clusters: int) -> np.
     keys = _order_keys(grouped)
     lower = _from_order_keys(np.minimum.reduceat(keys, starts, axis=0))
     upper = _from_order_keys(np.maximum.reduceat(keys, starts, axis=0))
-    for axis, name in enumerate("xyz"):
-        table[name] = centroid[:, axis]
-        table[f"min_{name}"] = lower[:, axis]
-        table[f"max_{name}"] = upper[:, axis]
+    with np.errstate(over="ignore"):  # beyond float32's range (float64 input): +-inf
+        for axis, name in enumerate("xyz"):
+            table[name] = centroid[:, axis]
+            table[f"min_{name}"] = lower[:, axis]
+            table[f"max_{name}"] = upper[:, axis]
     return table
 
 
@@ -103,7 +105,9 @@ def _grouped(
     if counts.shape[0] != num_clusters or not counts.all():
         raise ValueError(f"labels do not number exactly {num_clusters} non-empty clusters")
     order = np.argsort(ids, kind="stable")
-    return np.asarray(xyz, dtype=np.float64)[kept][order], counts
+    # Only the clustered (finite) points are converted: a signalling NaN elsewhere would make
+    # the conversion warn.
+    return np.asarray(xyz)[kept][order].astype(np.float64), counts
 
 
 def _tree_sums(grouped: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -178,20 +178,16 @@ class ClusterConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def resolve_method(method: str, grid_fits: bool = True) -> str:
+def resolve_method(method: str) -> str:
     """The labelling method that runs for ``method``: the one rule of ``auto``, for every backend.
 
-    ``auto`` runs ``union_find`` (O(N) memory, the fastest exact method measured on every real
-    frame), except where its clique-cell grid cannot hold the cloud (``grid_fits`` False: far
-    outliers stretch the grid past its index range, or ``d_th`` has no clique cells): there
-    ``union_find`` would search all pairs, and ``edge`` with the voxel grid is the faster exact
-    method. A backend that cannot know ``grid_fits`` without a host synchronisation passes True;
-    its ``union_find`` must then check the grid on the device and search all pairs itself (the
-    CUDA backend does, inside the same launch). Any other method is returned unchanged.
+    ``auto`` runs ``union_find``: the fastest exact method measured on every real frame, and the
+    one whose memory follows the points, not the pairs, for every cloud and threshold (the CPU
+    twin's clique cells hold any finite cloud, far outliers and degenerate thresholds included;
+    the CUDA kernels fall back to an all-pairs search on the device where their grid cannot
+    hold the cloud). Any other method is returned unchanged.
     """
-    if method != "auto":
-        return method
-    return "union_find" if grid_fits else "edge"
+    return "union_find" if method == "auto" else method
 
 
 def config_problems(config: ClusterConfig) -> list[str]:

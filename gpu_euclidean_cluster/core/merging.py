@@ -1,4 +1,4 @@
-"""Cluster merging by centroid distance, as Autoware.ai had it (ROS-free, host NumPy).
+"""Cluster merging by centroid distance, as Autoware.ai had it (ROS-free; NumPy, the CPU twin).
 
 Autoware.ai's ``lidar_euclidean_cluster_detect`` (``checkAllForMerge``, ``checkClusterMerge`` and
 ``mergeClusters`` in ``nodes/lidar_euclidean_cluster_detect/lidar_euclidean_cluster_detect.cpp``)
@@ -8,13 +8,16 @@ cluster to every not yet visited cluster whose centroid lies within ``cluster_me
 ``segmentByDistance`` calls ``checkAllForMerge`` twice, the second time on the merged clusters
 with their new centroids. This module's rule (``ClusterConfig.cluster_merge_threshold``):
 
-1. centroid of each component: the float64 sums of its points' x and y, added in point order
-   (``np.bincount`` with weights), divided by its point count;
+1. centroid of each component: the float64 sums of its points' x and y in the package's fixed
+   summation order (:func:`~.cluster_stats.cluster_sums`: the component's points in index order,
+   leaves of ``SUM_LEAF`` points added left to right, the leaf sums pairwise up a tree), each
+   divided by its point count (one correctly rounded division);
 2. two components are linked when ``sqrt(dx*dx + dy*dy) <= threshold`` for the difference of
    their centroids (float64); the groups are the connected components of these links (the
    transitive closure), found with a grid of cells no smaller than the threshold and a union-find;
 3. that is done :data:`MERGE_PASSES` times, each pass on the groups of the one before (centroids
-   recomputed from the points); a pass that merges nothing ends it.
+   recomputed from the points); a pass that merges nothing ends it (a further pass would see the
+   same centroids and merge nothing either, so the GPU twin, which does not look, runs them all).
 
 Where it differs from Autoware.ai:
 
@@ -28,14 +31,18 @@ Where it differs from Autoware.ai:
   not filter merged clusters again. Here every component takes part in merging and the size
   filter (``ClusterConfig.min_cluster_size``/``max_cluster_size``) applies to the merged clusters.
 
-Both backends give this module the same points (host copies) and components that are equal up to
-their ids; every step depends only on the partition and the points, never on the ids' values, so
-the merged partition is identical on both.
+The CPU backend runs this module (``CpuBackend.merge_components``), the CUDA backend its twin on
+the device (``cuda/merging.py``, ``CudaBackend.merge_components``: the same sums in the same order,
+the same float64 link test). Both get the same points and components that are equal up to their
+ids; every step depends only on the partition and the points, never on the ids' values, so the
+merged partition is identical on both.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from .cluster_stats import cluster_sums
 
 #: Passes of merging: Autoware.ai's ``segmentByDistance`` calls ``checkAllForMerge`` twice.
 MERGE_PASSES = 2
@@ -70,13 +77,15 @@ def merge_components(
         return ids.astype(np.int32)
     if int(ids.max()) >= 4 * n + 1024:  # sparse ids: keep the per-id tables O(N)
         ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    x = np.asarray(xy[:, 0], dtype=np.float64)
-    y = np.asarray(xy[:, 1], dtype=np.float64)
+    plane = np.asarray(xy)[:, :2]
     for _ in range(passes):
         counts = np.bincount(ids)
         present = np.flatnonzero(counts)
-        cx = np.bincount(ids, weights=x)[present] / counts[present]
-        cy = np.bincount(ids, weights=y)[present] / counts[present]
+        dense = np.zeros(counts.shape[0], dtype=np.int64)
+        dense[present] = np.arange(present.shape[0])
+        sums = cluster_sums(plane, dense[ids], present.shape[0])
+        cx = sums[:, 0] / counts[present]
+        cy = sums[:, 1] / counts[present]
         root = centroid_groups(cx, cy, threshold)
         if (root == np.arange(present.shape[0])).all():
             break  # nothing merged: a further pass would see the same centroids

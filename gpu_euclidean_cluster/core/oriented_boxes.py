@@ -11,9 +11,11 @@ with one of its edges, Freeman & Shapira 1975), with a canonical yaw:
 * for every hull edge the rectangle with a side along it (the hull vertices projected on the
   edge's direction and normal), and per cluster the one of least area.
 
-It runs on the host for both backends (the frame's input coordinates and labels are host arrays
-once the frame is encoded): one implementation, so both backends give identical boxes and no
-twin is needed.
+This module is the rule and the CPU backend's implementation (NumPy; ``CpuBackend.
+oriented_boxes``). The CUDA backend's twin (``cuda/oriented_boxes.py``) runs the same quickhull
+and the same rectangles on the GPU and hands each cluster's least-area edges to :func:`box_rows`
+(here, on the host: the yaw's ``arctan2`` and the choice among equal areas), so both backends
+give identical boxes, bit for bit.
 
 Definition of a box (:data:`BOX_DTYPE`, one row per cluster ``0..K-1``, float64 computed from
 the coordinates as given, float32 as clustered, taken exactly as float64):
@@ -25,14 +27,20 @@ the coordinates as given, float32 as clustered, taken exactly as float64):
   sides (at +-pi/4 exactly: the positive one). Among hull edges whose rectangles have exactly the
   same least area, the one with the smaller ``|yaw|``, then the larger yaw, then the first edge
   counter-clockwise from the lowest (x, y) point;
-* ``min_z``, ``max_z``: the cluster's z range (a zero as +0.0);
+* ``min_z``, ``max_z``: the cluster's z range; any member that is zero is +0.0, never -0.0;
 * degenerate clusters: all points at one (x, y) (one point, or several on a vertical line):
   centre that point, yaw 0, length and width 0; points on one line: the segment between its
   ends, length its length, width 0, yaw its direction.
 
 The arithmetic is float64 with rounded (not exact) predicates: a point within rounding of a hull
 edge may be taken for inside, which changes the rectangle by rounding only. The result depends
-only on each cluster's set of points (not on their order) and is deterministic.
+only on each cluster's set of points (not on their order) and is deterministic. Every expression
+is one IEEE operation at a time in the order written (no fused multiply-add), which the GPU twin
+repeats. An edge's direction ``(ux, uy)`` is ``(dx, dy)`` scaled by ``2**-e`` (``e`` the
+``frexp`` exponent of ``max(|dx|, |dy|)``, exact) and divided by the square root of the scaled
+components' sum of squares (``hypot`` without its libm rounding, which the GPU does not share).
+Clustered coordinates must be finite and within :data:`MAX_BOX_COORDINATE` in magnitude, so that
+no product overflows.
 
 Cost: O(N) per quickhull round (rounds ~ log of the largest hull), then O(sum of h**2) for hulls
 of h vertices (LiDAR clusters: tens of vertices; evaluated in blocks of bounded memory).
@@ -41,6 +49,7 @@ of h vertices (LiDAR clusters: tens of vertices; evaluated in blocks of bounded 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,6 +66,10 @@ BOX_DTYPE = np.dtype(
         ("max_z", np.float64),
     ]
 )
+
+#: Largest clustered |coordinate| (m) a box is fitted to: differences and their products stay
+#: finite in float64.
+MAX_BOX_COORDINATE = 1e150
 
 #: Vertex-edge pairs evaluated at once (bounds the memory of large hulls: ~100 MB).
 _PAIR_BLOCK = 1 << 21
@@ -85,15 +98,13 @@ def oriented_boxes(
     labels = np.asarray(labels).reshape(-1)
     if not len(x) == len(y) == len(z) == len(labels):
         raise ValueError(f"{len(x)}, {len(y)}, {len(z)} coordinates for {len(labels)} labels")
-    boxes = np.zeros(num_clusters, dtype=BOX_DTYPE)
-    boxes["cluster_id"] = np.arange(num_clusters)
     kept = np.flatnonzero(labels >= 0)
     cluster = labels[kept].astype(np.int64)
     counts = np.bincount(cluster, minlength=num_clusters)
     if len(counts) != num_clusters or (num_clusters and counts.min() == 0):
         raise ValueError(f"labels do not number {num_clusters} non-empty clusters")
     if num_clusters == 0:
-        return boxes
+        return np.zeros(0, dtype=BOX_DTYPE)
     # grouped by cluster, input order within each (a radix sort where ids fit in 16 bits)
     order = np.argsort(
         cluster.astype(np.uint16) if num_clusters <= 0x10000 else cluster, kind="stable"
@@ -103,15 +114,102 @@ def oriented_boxes(
     px = np.asarray(x).reshape(-1)[kept].astype(np.float64)
     py = np.asarray(y).reshape(-1)[kept].astype(np.float64)
     pz = np.asarray(z).reshape(-1)[kept].astype(np.float64)
-    boxes["min_z"] = np.minimum.reduceat(pz, starts) + 0.0
-    boxes["max_z"] = np.maximum.reduceat(pz, starts) + 0.0
-
+    for values in (px, py, pz):
+        if not (np.abs(values) <= MAX_BOX_COORDINATE).all():
+            raise ValueError(COORDINATE_ERROR)
     first, last = _lexicographic_extremes(px, py, cluster, starts)
     flat = (px[first] == px[last]) & (py[first] == py[last])  # every point at one (x, y)
-    boxes["center_x"][flat], boxes["center_y"][flat] = px[first[flat]], py[first[flat]]
     hull_cluster, hull = _hulls(px, py, cluster, starts, first, last, flat)
-    if len(hull):
-        _fit_rectangles(boxes, px, py, hull_cluster, hull)
+    return box_rows(
+        np.minimum.reduceat(pz, starts),
+        np.maximum.reduceat(pz, starts),
+        flat,
+        px[first],
+        py[first],
+        _edge_rectangles(px, py, hull_cluster, hull),
+    )
+
+
+#: The error of a clustered coordinate that is not finite or beyond :data:`MAX_BOX_COORDINATE`.
+COORDINATE_ERROR = (
+    f"oriented boxes need finite clustered coordinates within +-{MAX_BOX_COORDINATE:g} m"
+)
+
+
+class EdgeRectangles(NamedTuple):
+    """Rectangles with a side along hull edges (one row per edge), as :func:`box_rows` takes
+    them: every hull edge (the CPU), or only each cluster's least-area edges (the GPU twin).
+
+    Attributes:
+        cluster: the edge's cluster id.
+        position: the edge's place on its hull, counter-clockwise from the cluster's least
+            (x, y) point (edge ``i`` runs from vertex ``i`` to vertex ``i + 1``).
+        ux, uy: the edge's unit direction (module docstring).
+        area: ``side_u * side_n``.
+        side_u, side_n: the rectangle's side along the edge and along its inward normal.
+        center_x, center_y: the rectangle's centre.
+    """
+
+    cluster: np.ndarray
+    position: np.ndarray
+    ux: np.ndarray
+    uy: np.ndarray
+    area: np.ndarray
+    side_u: np.ndarray
+    side_n: np.ndarray
+    center_x: np.ndarray
+    center_y: np.ndarray
+
+
+def box_rows(
+    min_z: np.ndarray,
+    max_z: np.ndarray,
+    flat: np.ndarray,
+    flat_x: np.ndarray,
+    flat_y: np.ndarray,
+    edges: EdgeRectangles,
+) -> np.ndarray:
+    """The (K,) :data:`BOX_DTYPE` rows from per-cluster values and candidate rectangles.
+
+    Args:
+        min_z, max_z: (K,) each cluster's z range.
+        flat: (K,) bool: every point of the cluster at one (x, y), which is ``(flat_x,
+            flat_y)`` (read only where ``flat``).
+        edges: for every cluster not ``flat``, at least its edges of least area (any others
+            lose to them).
+
+    Per cluster the canonical rectangle (module docstring): least area, then the smaller
+    ``|yaw|``, then the larger yaw, then the lower ``position``. Zeros come out as +0.0.
+    """
+    k = len(min_z)
+    boxes = np.zeros(k, dtype=BOX_DTYPE)
+    boxes["cluster_id"] = np.arange(k)
+    boxes["min_z"] = np.asarray(min_z) + 0.0
+    boxes["max_z"] = np.asarray(max_z) + 0.0
+    flat = np.asarray(flat, dtype=bool)
+    boxes["center_x"][flat] = np.asarray(flat_x)[flat] + 0.0
+    boxes["center_y"][flat] = np.asarray(flat_y)[flat] + 0.0
+    if len(edges.cluster) == 0:
+        return boxes
+    ux, uy = edges.ux, edges.uy
+    side_u, side_n = edges.side_u, edges.side_n
+    yaw_u = _half_turn(np.arctan2(uy, ux))
+    yaw_n = _half_turn(np.arctan2(ux, -uy))
+    square_pick_u = (np.abs(yaw_u) < np.abs(yaw_n)) | (
+        (np.abs(yaw_u) == np.abs(yaw_n)) & (yaw_u > yaw_n)
+    )
+    along_u = (side_u > side_n) | ((side_u == side_n) & square_pick_u)
+    yaw = np.where(along_u, yaw_u, yaw_n)
+    cluster = edges.cluster
+    # per cluster: least area, then smaller |yaw|, then larger yaw, then the first edge
+    order = np.lexsort((edges.position, -yaw, np.abs(yaw), edges.area, cluster))
+    chosen = order[np.concatenate(([0], np.flatnonzero(np.diff(cluster[order])) + 1))]
+    rows = cluster[chosen]
+    boxes["center_x"][rows] = edges.center_x[chosen] + 0.0
+    boxes["center_y"][rows] = edges.center_y[chosen] + 0.0
+    boxes["yaw"][rows] = yaw[chosen] + 0.0
+    boxes["length"][rows] = np.maximum(side_u, side_n)[chosen] + 0.0
+    boxes["width"][rows] = np.minimum(side_u, side_n)[chosen] + 0.0
     return boxes
 
 
@@ -205,11 +303,21 @@ def _hulls(
     return edge_cluster, edge_p
 
 
-def _fit_rectangles(
-    boxes: np.ndarray, px: np.ndarray, py: np.ndarray, hull_cluster: np.ndarray, hull: np.ndarray
-) -> None:
-    """Fill the rectangle members of ``boxes`` for the clusters of the hulls: per hull edge the
-    rectangle with a side along it, per cluster the canonical one of least area."""
+def edge_directions(dx: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit directions ``(ux, uy)`` of edges ``(dx, dy)`` (not both zero): scaled by the power of
+    two ``2**-e`` (``e``: ``frexp``'s exponent of ``max(|dx|, |dy|)``; exact), divided by the
+    square root of the scaled sum of squares. ``cuda/kernels/oriented_boxes.cu`` repeats it."""
+    _, exponent = np.frexp(np.maximum(np.abs(dx), np.abs(dy)))
+    sx, sy = np.ldexp(dx, -exponent), np.ldexp(dy, -exponent)
+    norm = np.sqrt(sx * sx + sy * sy)
+    return sx / norm, sy / norm
+
+
+def _edge_rectangles(
+    px: np.ndarray, py: np.ndarray, hull_cluster: np.ndarray, hull: np.ndarray
+) -> EdgeRectangles:
+    """The rectangle with a side along every edge of the hulls (vertices ``hull`` of clusters
+    ``hull_cluster``, grouped by cluster, each counter-clockwise)."""
     edges = len(hull)
     boundary = np.flatnonzero(np.diff(hull_cluster)) + 1
     starts = np.concatenate(([0], boundary))
@@ -219,9 +327,7 @@ def _fit_rectangles(
     position = np.arange(edges) - hull_start
     following = hull_start + (position + 1) % hull_size
     hx, hy = px[hull], py[hull]
-    dx, dy = hx[following] - hx, hy[following] - hy
-    norm = np.hypot(dx, dy)
-    ux, uy = dx / norm, dy / norm  # the edge's direction; (-uy, ux) its inward normal
+    ux, uy = edge_directions(hx[following] - hx, hy[following] - hy)  # (-uy, ux): inward normal
     extents = np.empty((4, edges))  # min and max along u, min and max along the normal
     done = 0
     pairs_before = np.concatenate(([0], np.cumsum(hull_size)))
@@ -243,26 +349,19 @@ def _fit_rectangles(
         done = end
     s_low, s_high, t_low, t_high = extents
     side_u, side_n = s_high - s_low, t_high - t_low
-    area = side_u * side_n
-    yaw_u = _half_turn(np.arctan2(uy, ux))
-    yaw_n = _half_turn(np.arctan2(ux, -uy))
-    square_pick_u = (np.abs(yaw_u) < np.abs(yaw_n)) | (
-        (np.abs(yaw_u) == np.abs(yaw_n)) & (yaw_u > yaw_n)
+    s_mid = (s_low + s_high) / 2.0
+    t_mid = (t_low + t_high) / 2.0
+    return EdgeRectangles(
+        cluster=hull_cluster,
+        position=position,
+        ux=ux,
+        uy=uy,
+        area=side_u * side_n,
+        side_u=side_u,
+        side_n=side_n,
+        center_x=hx + s_mid * ux - t_mid * uy,
+        center_y=hy + s_mid * uy + t_mid * ux,
     )
-    along_u = (side_u > side_n) | ((side_u == side_n) & square_pick_u)
-    yaw = np.where(along_u, yaw_u, yaw_n)
-    # per cluster: least area, then smaller |yaw|, then larger yaw, then the first edge
-    order = np.lexsort((np.arange(edges), -yaw, np.abs(yaw), area, hull_cluster))
-    chosen = order[np.concatenate(([0], np.flatnonzero(np.diff(hull_cluster[order])) + 1))]
-    s_mid = (s_low[chosen] + s_high[chosen]) / 2.0
-    t_mid = (t_low[chosen] + t_high[chosen]) / 2.0
-    ex, ey = ux[chosen], uy[chosen]
-    rows = hull_cluster[chosen]
-    boxes["center_x"][rows] = hx[chosen] + s_mid * ex - t_mid * ey
-    boxes["center_y"][rows] = hy[chosen] + s_mid * ey + t_mid * ex
-    boxes["yaw"][rows] = yaw[chosen]
-    boxes["length"][rows] = np.maximum(side_u, side_n)[chosen]
-    boxes["width"][rows] = np.minimum(side_u, side_n)[chosen]
 
 
 def _half_turn(angle: np.ndarray) -> np.ndarray:

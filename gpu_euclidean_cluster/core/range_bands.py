@@ -58,6 +58,23 @@ def band_of_points(points: Any, ranges: tuple[float, ...]) -> Any:
     return xp.searchsorted(edges, r, side="right").astype(xp.int32)
 
 
+def band_indices(points: Any, ranges: tuple[float, ...], count: int) -> list[Any]:
+    """Per band ``0..count-1`` (:func:`band_of_points`), the indices of its points in index
+    order (what ``flatnonzero(band == b)`` gives), from one sort of ``band << 32 | index`` keys
+    and one copy of the band sizes to the host: on the GPU, one synchronisation for all bands
+    instead of one per band."""
+    xp = array_module(points)
+    n = int(points.shape[0])
+    band = band_of_points(points, ranges)
+    keys = (band.astype(xp.uint64) << xp.uint64(32)) | xp.arange(n, dtype=xp.uint64)
+    keys.sort()
+    order = (keys & xp.uint64(0xFFFFFFFF)).astype(xp.int64)
+    sizes = xp.bincount(band, minlength=count)
+    sizes = [int(size) for size in (sizes if xp is np else sizes.get())]
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    return [order[int(starts[b]) : int(starts[b + 1])] for b in range(count)]
+
+
 def offset_components(parts: list[tuple[Any, Any]], n: int) -> Any:
     """One (n,) int32 array of component ids from per-band ids.
 
@@ -74,7 +91,13 @@ def offset_components(parts: list[tuple[Any, Any]], n: int) -> Any:
     if not parts:
         return np.empty(0, dtype=np.int32)
     xp = array_module(parts[0][1])
-    highest = [int(components.max()) + 1 if components.shape[0] else 0 for _, components in parts]
+    # every band's largest id in one copy to the host (one synchronisation on the GPU)
+    maxima = [
+        components.max() if components.shape[0] else xp.asarray(-1, dtype=components.dtype)
+        for _, components in parts
+    ]
+    stacked = xp.stack(maxima).astype(xp.int64)
+    highest = [int(top) + 1 for top in (stacked if xp is np else stacked.get())]
     if sum(highest) > INT32_MAX:
         dense = []
         for index, components in parts:

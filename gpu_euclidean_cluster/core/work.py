@@ -11,11 +11,12 @@ never estimated.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from .neighbour_rule import cell_size
+import numpy as np
+
+from .neighbour_rule import cell_size, grid_window, voxel_coords
 from .numbering import array_module
 
 #: Offsets of the 27 cells around and including a voxel cell.
@@ -70,21 +71,28 @@ def examined_pairs(points: Any, d_th: float, search: str) -> int:
     """Point pairs the neighbour search examines on finite ``points`` (NumPy or CuPy, (N, 3)).
 
     Exhaustive search: ``N (N - 1) / 2``. Range search: pairs of distinct points in the same or
-    adjacent voxel cells of side ``cell_size(d_th)``, counted from the occupied cells (one
-    ``unique`` and 27 ``searchsorted``; a gap of more than two empty cells along an axis is
-    shortened to two, which keeps adjacency, so far outliers do not overflow the cell keys).
+    adjacent voxels of the search's own grid (Algorithm 7: cells of side ``cell_size(d_th)``
+    over the bounding box, clamped to :func:`~.neighbour_rule.grid_window`'s window where the
+    cloud is wider, so that far outliers or a tiny ``d_th`` pile points into the boundary
+    voxels exactly as the search does), counted from the occupied voxels (one ``unique`` and
+    27 ``searchsorted``).
     """
     n = int(points.shape[0])
     if search == "exhaustive" or n < 2:
         return n * (n - 1) // 2
     xp = array_module(points)
-    cells = xp.floor(points.astype(xp.float64) / cell_size(d_th))
-    compact = xp.stack([_close_gaps(xp, cells[:, k]) for k in range(3)], axis=1)
-    span = [int(compact[:, k].max()) + 3 for k in range(3)]
-    if math.prod(span) >= 2**62:
-        return n * (n - 1) // 2
+    cell = cell_size(d_th)
+    origin, dims = grid_window(
+        _host(points.min(axis=0)),
+        _host(points.max(axis=0)),
+        cell,
+        lambda: _host(xp.median(points, axis=0)),
+    )
+    coords = voxel_coords(points, xp.asarray(origin), cell, xp.asarray(dims))
+    # Padded by one voxel on every side, so that no neighbour key wraps around an axis.
+    span = [int(d) + 2 for d in dims]
     strides = (span[1] * span[2], span[2], 1)
-    keys = (compact[:, 0] + 1) * strides[0] + (compact[:, 1] + 1) * strides[1] + compact[:, 2] + 1
+    keys = (coords[:, 0] + 1) * strides[0] + (coords[:, 1] + 1) * strides[1] + coords[:, 2] + 1
     occupied, counts = xp.unique(keys, return_counts=True)
     total = 0
     for dx, dy, dz in NEIGHBOUR_OFFSETS:
@@ -95,9 +103,6 @@ def examined_pairs(points: Any, d_th: float, search: str) -> int:
     return (total - n) // 2
 
 
-def _close_gaps(xp: Any, column: Any) -> Any:
-    """Integer cell coordinates from 0 with every gap of more than two cells shortened to two."""
-    values, inverse = xp.unique(column, return_inverse=True)
-    steps = xp.minimum(xp.diff(values), 2).astype(xp.int64)
-    positions = xp.concatenate((xp.zeros(1, dtype=xp.int64), xp.cumsum(steps)))
-    return positions[inverse.reshape(-1)]
+def _host(values: Any) -> np.ndarray:
+    """A small NumPy or CuPy array on the host."""
+    return values if isinstance(values, np.ndarray) else values.get()

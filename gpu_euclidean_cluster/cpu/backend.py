@@ -20,14 +20,16 @@ from scipy.sparse.csgraph import connected_components
 
 from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
+from ..core.merging import merge_components
 from ..core.numbering import canonical_labels
-from ..core.result import Labelling
+from ..core.oriented_boxes import oriented_boxes
+from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
 from ..pointcloud_io.velodyne.packets import decode_packets
 from .autoware_voxel import downsample, voxel_grid_components
 from .frame import CpuFrameCodec
 from .graph import adjacency_list, neighbour_edges
-from .union_find import grid_fits, union_find_components
+from .union_find import union_find_components
 
 #: Point pairs examined per second by the neighbour searches here (2-core x86 host, kitti_000001
 #: at 0.5 m, rounded down): exhaustive search by method, and the voxel grid's candidate pairs of
@@ -70,10 +72,38 @@ class CpuBackend:
     def frame_codec(self) -> CpuFrameCodec:
         return CpuFrameCodec()
 
+    def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
+        """None: the host runs every call stage by stage."""
+        return None
+
     def number_clusters(
         self, components: np.ndarray, min_size: int, max_size: int
     ) -> tuple[np.ndarray, np.ndarray, int]:
         return canonical_labels(components, min_size, max_size)
+
+    def merge_components(
+        self, points: np.ndarray, components: np.ndarray, threshold: float
+    ) -> np.ndarray:
+        """Autoware.ai's centroid merging: ``core/merging.py`` itself."""
+        return merge_components(points, components, threshold)
+
+    def oriented_boxes(self, points: Any, labels: Any, sizes: np.ndarray) -> np.ndarray:
+        """``core/oriented_boxes.py`` itself (host arrays), after the checks the GPU twin makes.
+
+        Raises:
+            ValueError: shapes that do not match, labels that do not number exactly the K
+                clusters of ``sizes``, or a clustered coordinate beyond the rule's range.
+        """
+        xyz = np.asarray(points)
+        labels = np.asarray(labels).reshape(-1)
+        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
+        if xyz.shape != (labels.shape[0], 3):
+            raise ValueError(f"points of shape {xyz.shape} for {labels.shape[0]} labels")
+        k = int(sizes.shape[0])
+        counts = np.bincount(labels[labels >= 0], minlength=k)
+        if not np.array_equal(counts, sizes):
+            raise ValueError(f"labels do not number {k} non-empty clusters")
+        return oriented_boxes(xyz[:, 0], xyz[:, 1], xyz[:, 2], labels, k)
 
     def downsample(
         self, points: np.ndarray, leaf_size: float, clock: StageClock
@@ -108,9 +138,7 @@ class CpuBackend:
         return Labelling(components=components, method=method)
 
     def label(self, points: np.ndarray, config: ClusterConfig, clock: StageClock) -> Labelling:
-        method = config.method
-        if method == "auto":
-            method = resolve_method(method, grid_fits(points, config.d_th))
+        method = resolve_method(config.method)
         if method == "union_find":
             with clock("label"):
                 components = union_find_components(points, config.d_th, config.search)

@@ -76,7 +76,7 @@ def cluster_mask(xyz: np.ndarray, window: FrameWindow) -> tuple[np.ndarray, int]
     Returns:
         ``(mask, implausible)``: (N,) bool, and the count of finite points not plausible.
     """
-    xyz64 = np.asarray(xyz, dtype=np.float64)
+    xyz64 = _as_float64(xyz)
     with np.errstate(invalid="ignore"):
         plausible = (np.abs(xyz64) <= window.max_coordinate).all(axis=1)  # NaN: False
     implausible = int(np.count_nonzero(~plausible & np.isfinite(xyz64).all(axis=1)))
@@ -102,7 +102,7 @@ def clip_mask(xyz: np.ndarray, window: FrameWindow) -> np.ndarray:
     ``__dadd_rn``, no FMA) gives the same mask bit for bit. NaN compares False; an infinite
     coordinate is only inside an unbounded window (the clusterer drops non-finite points anyway).
     """
-    xyz64 = np.asarray(xyz, dtype=np.float64)
+    xyz64 = _as_float64(xyz)
     x, y, z = xyz64[:, 0], xyz64[:, 1], xyz64[:, 2]
     min_range_sq, max_range_sq = window.range_bounds_sq()
     with np.errstate(over="ignore", invalid="ignore"):
@@ -115,3 +115,10 @@ def clip_mask(xyz: np.ndarray, window: FrameWindow) -> np.ndarray:
         & (y >= float(window.min_y))
         & (y <= float(window.max_y))
     )
+
+
+def _as_float64(xyz: np.ndarray) -> np.ndarray:
+    """``xyz`` as float64; a signalling NaN read from a payload becomes a quiet NaN without
+    NumPy's "invalid value" warning (it is not plausible either way)."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray(xyz, dtype=np.float64)

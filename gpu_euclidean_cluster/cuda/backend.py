@@ -1,6 +1,8 @@
 """The CUDA backend: the fused union-find and the paper's three methods, ES or RS, through CuPy.
 
 Kernels come from :func:`.module.get_kernel`; the drivers take the device id and fetch their own.
+A whole ``union_find`` call runs as one CUDA graph per size bucket (``graphs.py``,
+:meth:`CudaBackend.cluster_whole`); every other configuration runs stage by stage.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import numpy as np
 
 from ..core.config import UNLIMITED_CLUSTER_SIZE, ClusterConfig, resolve_method
 from ..core.device import DeviceInfo, MemoryPeak
-from ..core.result import Labelling
+from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
 from .autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
 from .ccl import label_edges, label_vertices
 from .frame import CudaFrameCodec
 from .graph import NeighbourSearch, build_adjacency_list, build_edge_set, free_device_memory
+from .graphs import ClusterGraphs, graph_applies
 from .matrix import label_matrix, matrix_source
+from .merging import merge_components_gpu
 from .module import CLUSTERING, KernelSource, compile_source
 from .numbering import canonical_labels_gpu
+from .oriented_boxes import oriented_boxes_gpu
 from .union_find import UNION_FIND, label_union_find
 from .velodyne import CudaPacketDecoder
 
@@ -34,7 +39,12 @@ RANGE_PAIRS_PER_S = 3e8
 
 class CudaBackend:
     """Runs the ``union_find`` method (the default) or the paper's vertex-, edge- or matrix-based
-    method on one CUDA device."""
+    method on one CUDA device.
+
+    Attributes:
+        graphs: the captured graphs of whole ``union_find`` calls (``graphs.py``); its
+            ``last_call`` says what the last graph call launched and synchronised.
+    """
 
     name = "cuda"
 
@@ -43,6 +53,7 @@ class CudaBackend:
         self._device = cupy.cuda.Device(device_id)
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.device = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        self.graphs = ClusterGraphs(device_id)
 
     def to_device(self, points: object) -> cupy.ndarray:
         with self._device:
@@ -64,11 +75,13 @@ class CudaBackend:
         )
 
     def release_memory(self) -> int | None:
-        """Free CuPy's pooled blocks; the bytes the pool held (its high-water mark since the last
-        release, as the pool keeps every block until freed)."""
+        """Drop the captured graphs and their buffers and free CuPy's pooled blocks; the bytes
+        the pool held (its high-water mark since the last release, as the pool keeps every block
+        until freed)."""
         with self._device:
             pool = cupy.get_default_memory_pool()
             held = int(pool.total_bytes())
+            self.graphs.release()
             pool.free_all_blocks()
             return held
 
@@ -76,6 +89,7 @@ class CudaBackend:
         """Peak bytes held from CuPy's pool while ``call`` runs (a CuPy memory hook), and the
         drop of the driver's free memory (``memGetInfo``) over the run from an empty pool."""
         with self._device:
+            self.graphs.release()  # a graph call allocates its bucket's buffers again
             cupy.get_default_memory_pool().free_all_blocks()
             self.synchronize()
             free_before = int(cupy.cuda.runtime.memGetInfo()[0])
@@ -97,12 +111,39 @@ class CudaBackend:
     def frame_codec(self) -> CudaFrameCodec:
         return CudaFrameCodec(self.device_id)
 
+    def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
+        """The whole ``union_find`` call as one CUDA graph launch and one synchronisation
+        (``graphs.py``); None for other configurations, an empty cloud, or where capture failed
+        on this device (logged once): the clusterer then runs the stages."""
+        if not graph_applies(config) or int(points.shape[0]) == 0:
+            return None
+        with self._device:
+            return self.graphs.cluster(points, mask, config, self.device)
+
     def number_clusters(
         self, components: cupy.ndarray, min_size: int, max_size: int
     ) -> tuple[cupy.ndarray, np.ndarray, int]:
         with self._device:
             # The numbering kernels skip id -1 (no component) and label it -1.
             return canonical_labels_gpu(self.device_id, components, min_size, max_size)
+
+    def merge_components(
+        self, points: cupy.ndarray, components: cupy.ndarray, threshold: float
+    ) -> cupy.ndarray:
+        """Autoware.ai's centroid merging on the device (``merging.py``, the CPU twin's rules);
+        no host synchronisation."""
+        with self._device:
+            return merge_components_gpu(self.device_id, points, components, threshold)
+
+    def oriented_boxes(self, points: Any, labels: Any, sizes: np.ndarray) -> np.ndarray:
+        """The boxes on the device (``oriented_boxes.py``, the CPU twin's rules), ``points`` and
+        ``labels`` moved there if given on the host; one synchronisation for the result.
+
+        Raises:
+            ValueError: as the CPU twin raises.
+        """
+        with self._device:
+            return oriented_boxes_gpu(self.device_id, points, labels, sizes)
 
     def downsample(
         self, points: cupy.ndarray, leaf_size: float, clock: StageClock

@@ -18,7 +18,11 @@ Exhaustive search (ES) tiles all pairs ``j > i`` through shared memory (``exhaus
 
 Kernel launches per call: RS 7 (init, bbox, insert, alloc, scatter, link, finish), ES 3 (init,
 link, finish); host synchronisations: none (``UnionFindLabelling.dense_cells_used`` and
-``num_cells`` read the device when asked, and only then).
+``num_cells`` read the device when asked, and only then). The launches are built as data
+(:func:`grid_steps`, :func:`exhaustive_steps`, :func:`isolated_steps`, ``launches.py``) over
+buffers the caller may keep: :func:`label_union_find` allocates them and issues the steps at once;
+the graph path (``graphs.py``) builds the same steps over a size bucket's buffers and captures
+them. Non-finite points are in no component (id -1; ``kernels/union_find.cu``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import numpy as np
 from ..core.clique_cells import GAP_LIMIT, clique_cell_side
 from ..core.config import SEARCHES
 from ..core.neighbour_rule import threshold_sq
-from .module import ES_TILE, THREADS, KernelSource, blocks, get_kernel
+from .launches import KernelLaunch, issue
+from .module import ES_TILE, THREADS, KernelSource, blocks
 
 #: Resident blocks per SM of ``uf_link_cells``: passed to ``union_find.cu`` with ``-D``, where
 #: the kernel's ``__launch_bounds__`` guarantees it, and the size of the link grid here.
@@ -57,7 +62,8 @@ class UnionFindLabelling:
 
     Attributes:
         components: int32 (N,) on the device; equal ids exactly for connected points. Ids are point
-            indices (the first point of the root cell, or the root point), so they lie in [0, N).
+            indices (the first point of the root cell, or the root point), so they lie in [0, N);
+            -1 for a non-finite point (in no component).
         search: ``"range"`` or ``"exhaustive"``.
         grid_attempted: the host chose the clique-cell grid (RS, T finite and >= 2^-100); the
             device may still have fallen back to ES for a cloud too wide for the grid.
@@ -92,6 +98,197 @@ def table_capacity(n: int) -> int:
     return 1 << max(5, (2 * n - 1).bit_length())
 
 
+#: How :func:`search_kind` labels a cloud: the clique-cell grid, all pairs, or no pair at all.
+GRID, EXHAUSTIVE, ISOLATED = "grid", "exhaustive", "isolated"
+
+
+def search_kind(d_th: float, search: str) -> tuple[str, np.float32, float | None]:
+    """``(kind, T, side)`` for ``d_th`` and ``search``: :data:`ISOLATED` where no pair can satisfy
+    ``S < T`` (T <= 0 or NaN), :data:`GRID` for range search with clique cells of side ``side``,
+    else :data:`EXHAUSTIVE` (``side`` None)."""
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    with np.errstate(over="ignore"):  # d_th**2 beyond float32: T = inf
+        thr = threshold_sq(d_th)
+    if not thr > 0:
+        return ISOLATED, thr, None
+    side = clique_cell_side(thr)
+    if search == "range" and side is not None:
+        return GRID, thr, side
+    return EXHAUSTIVE, thr, None
+
+
+@dataclass
+class GridBuffers:
+    """Device buffers of the clique-cell grid for clouds of ``n`` points."""
+
+    n: int
+    keys: cupy.ndarray
+    cnt: cupy.ndarray
+    start: cupy.ndarray
+    parent: cupy.ndarray  # cells by slot; points if the device falls back to ES
+    cells: cupy.ndarray
+    slot_of: cupy.ndarray
+    sorted_points: cupy.ndarray
+    spid: cupy.ndarray
+    bbox: cupy.ndarray
+    status: cupy.ndarray
+    components: cupy.ndarray  # each point's rank in its cell until uf_finish
+
+    @classmethod
+    def allocate(cls, n: int) -> GridBuffers:
+        cap = table_capacity(n)
+        return cls(
+            n=n,
+            keys=cupy.empty(cap, dtype=cupy.int64),
+            cnt=cupy.empty(cap, dtype=cupy.int32),
+            start=cupy.empty(cap, dtype=cupy.int32),
+            parent=cupy.empty(cap, dtype=cupy.int32),
+            cells=cupy.empty(n, dtype=cupy.int32),
+            slot_of=cupy.empty(n, dtype=cupy.int32),
+            sorted_points=cupy.empty((n, 4), dtype=cupy.float32),
+            spid=cupy.empty(n, dtype=cupy.int32),
+            bbox=cupy.empty(6, dtype=cupy.uint32),
+            status=cupy.empty(2, dtype=cupy.uint64),
+            components=cupy.empty(n, dtype=cupy.int32),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return sum(
+            int(getattr(self, name).nbytes) for name in self.__dataclass_fields__ if name != "n"
+        )
+
+
+def grid_steps(
+    device_id: int,
+    points: cupy.ndarray,
+    thr: np.float32,
+    side: float,
+    buffers: GridBuffers,
+) -> list[KernelLaunch]:
+    """The 7 launches of the clique-cell grid over the first n points of ``points`` (n: the
+    cloud size the buffers were allocated for)."""
+    n, b = buffers.n, buffers
+    cap = int(b.keys.shape[0])
+    sm = _sm_count(device_id)
+    n32, cap32, mask = np.int32(n), np.int32(cap), np.int32(cap - 1)
+    inv_h = np.float64(1.0 / side)
+    grid_n, grid_cap = blocks(n), blocks(cap)
+    # One warp per cell (k <= n cells), every block resident at once, grid-stride beyond.
+    link_grid = (min(UF_LINK_BLOCKS_PER_SM * sm, -(-n // (ES_TILE // 32))),)
+    bbox_grid = (min(grid_n[0], BBOX_BLOCKS_PER_SM * sm),)
+    link_args = (
+        points,
+        n32,
+        thr,
+        b.bbox,
+        inv_h,
+        np.float64(GAP_LIMIT),
+        b.keys,
+        b.cnt,
+        b.start,
+        b.cells,
+        b.status,
+        mask,
+        b.sorted_points,
+        b.parent,
+    )
+    return [
+        _launch(
+            "uf_init", grid_cap, (cap32, np.int32(1), b.keys, b.cnt, b.parent, b.bbox, b.status)
+        ),
+        _launch("uf_bbox", bbox_grid, (points, n32, b.bbox)),
+        _launch(
+            "uf_insert",
+            grid_n,
+            (points, n32, b.bbox, inv_h, b.keys, b.cnt, mask, b.slot_of, b.components),
+        ),
+        _launch("uf_alloc", grid_cap, (b.bbox, inv_h, b.cnt, cap32, b.status, b.start, b.cells)),
+        _launch(
+            "uf_scatter",
+            grid_n,
+            (points, n32, b.bbox, inv_h, b.slot_of, b.components, b.start, b.sorted_points, b.spid),
+        ),
+        _launch("uf_link_cells", link_grid, link_args, ES_TILE),
+        _launch(
+            "uf_finish",
+            grid_n,
+            (
+                points,
+                n32,
+                np.int32(1),
+                b.bbox,
+                inv_h,
+                b.parent,
+                b.slot_of,
+                b.start,
+                b.spid,
+                b.components,
+            ),
+        ),
+    ]
+
+
+def exhaustive_steps(
+    device_id: int,
+    points: cupy.ndarray,
+    n: int,
+    thr: np.float32,
+    parent: cupy.ndarray,
+    components: cupy.ndarray,
+) -> list[KernelLaunch]:
+    """The 3 launches of the exhaustive search over the first ``n`` points of ``points``."""
+    n32 = np.int32(n)
+    tiles = -(-n // ES_TILE)
+    es_grid = (min(tiles, ES_BLOCKS_PER_SM * _sm_count(device_id)),)
+    return [
+        _init_parent(n, parent),
+        _launch("uf_link_exhaustive", es_grid, (points, n32, thr, parent), ES_TILE),
+        _finish_points(points, n, parent, components),
+    ]
+
+
+def isolated_steps(
+    points: cupy.ndarray, n: int, parent: cupy.ndarray, components: cupy.ndarray
+) -> list[KernelLaunch]:
+    """The 2 launches that make every finite point its own component (T <= 0: no pair)."""
+    return [_init_parent(n, parent), _finish_points(points, n, parent, components)]
+
+
+def _launch(kernel: str, grid: tuple[int], args: tuple, block: int = THREADS) -> KernelLaunch:
+    return KernelLaunch(UNION_FIND, kernel, grid, block, args)
+
+
+def _init_parent(n: int, parent: cupy.ndarray) -> KernelLaunch:
+    # Unused pointer arguments get `parent` (never dereferenced with with_grid = 0).
+    return _launch(
+        "uf_init", blocks(n), (np.int32(n), np.int32(0), parent, parent, parent, parent, parent)
+    )
+
+
+def _finish_points(
+    points: cupy.ndarray, n: int, parent: cupy.ndarray, components: cupy.ndarray
+) -> KernelLaunch:
+    # grid = 0: the grid's arguments are never dereferenced.
+    return _launch(
+        "uf_finish",
+        blocks(n),
+        (
+            points,
+            np.int32(n),
+            np.int32(0),
+            parent,
+            np.float64(0.0),
+            parent,
+            parent,
+            parent,
+            parent,
+            components,
+        ),
+    )
+
+
 def label_union_find(
     device_id: int, points: cupy.ndarray, d_th: float, search: str = "range"
 ) -> UnionFindLabelling:
@@ -99,118 +296,26 @@ def label_union_find(
 
     Args:
         device_id: the CUDA device, current during the call (kernels of :data:`UNION_FIND`).
-        points: finite float32 (N, 3) on that device.
+        points: float32 (N, 3) on that device; a non-finite point gets the id -1.
         d_th: distance threshold; neighbours satisfy ``((dx*dx + dy*dy) + dz*dz) < float32(d_th²)``.
         search: ``"range"`` (clique-cell hash grid) or ``"exhaustive"`` (all pairs, tiled).
     """
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {SEARCHES}, not {search!r}")
+    kind, thr, side = search_kind(d_th, search)
     n = int(points.shape[0])
     if n == 0:
         return UnionFindLabelling(cupy.empty(0, dtype=cupy.int32), search, False, 0)
-    with np.errstate(over="ignore"):  # d_th**2 beyond float32: T = inf
-        thr = threshold_sq(d_th)
-    if n == 1 or not thr > 0:  # no pair can satisfy S < T when T <= 0 (or NaN)
-        return UnionFindLabelling(cupy.arange(n, dtype=cupy.int32), search, False, 1)
     points = cupy.ascontiguousarray(points, dtype=cupy.float32)
-    side = clique_cell_side(thr)
-    if search == "range" and side is not None:
-        return _label_grid(device_id, points, thr, side)
-    return _label_exhaustive(device_id, points, thr, search)
-
-
-def _label_grid(
-    device_id: int, points: cupy.ndarray, thr: np.float32, side: float
-) -> UnionFindLabelling:
-    n = int(points.shape[0])
-    cap = table_capacity(n)
-    sm = _sm_count(device_id)
-    keys = cupy.empty(cap, dtype=cupy.int64)
-    cnt = cupy.empty(cap, dtype=cupy.int32)
-    start = cupy.empty(cap, dtype=cupy.int32)
-    parent = cupy.empty(cap, dtype=cupy.int32)  # cells by slot; points if the device falls back
-    cells = cupy.empty(n, dtype=cupy.int32)
-    slot_of = cupy.empty(n, dtype=cupy.int32)
-    sorted_points = cupy.empty((n, 4), dtype=cupy.float32)
-    spid = cupy.empty(n, dtype=cupy.int32)
-    bbox = cupy.empty(6, dtype=cupy.uint32)
-    status = cupy.empty(2, dtype=cupy.uint64)
-    components = cupy.empty(n, dtype=cupy.int32)  # holds each point's rank in its cell until finish
-    n32, cap32, mask = np.int32(n), np.int32(cap), np.int32(cap - 1)
-    inv_h = np.float64(1.0 / side)
-
-    grid_n, grid_cap = blocks(n), blocks(cap)
-    # One warp per cell (k <= n cells), every block resident at once, grid-stride beyond.
-    link_grid = (min(UF_LINK_BLOCKS_PER_SM * sm, -(-n // (ES_TILE // 32))),)
-    bbox_grid = (min(grid_n[0], BBOX_BLOCKS_PER_SM * sm),)
-    launches: list[tuple[str, tuple[int], int, tuple]] = [
-        ("uf_init", grid_cap, THREADS, (cap32, np.int32(1), keys, cnt, parent, bbox, status)),
-        ("uf_bbox", bbox_grid, THREADS, (points, n32, bbox)),
-        (
-            "uf_insert",
-            grid_n,
-            THREADS,
-            (points, n32, bbox, inv_h, keys, cnt, mask, slot_of, components),
-        ),
-        ("uf_alloc", grid_cap, THREADS, (bbox, inv_h, cnt, cap32, status, start, cells)),
-        (
-            "uf_scatter",
-            grid_n,
-            THREADS,
-            (points, n32, bbox, inv_h, slot_of, components, start, sorted_points, spid),
-        ),
-        (
-            "uf_link_cells",
-            link_grid,
-            ES_TILE,
-            (
-                points,
-                n32,
-                thr,
-                bbox,
-                inv_h,
-                np.float64(GAP_LIMIT),
-                keys,
-                cnt,
-                start,
-                cells,
-                status,
-                mask,
-                sorted_points,
-                parent,
-            ),
-        ),
-        (
-            "uf_finish",
-            grid_n,
-            THREADS,
-            (n32, np.int32(1), bbox, inv_h, parent, slot_of, start, spid, components),
-        ),
-    ]
-    for name, grid, block, args in launches:
-        get_kernel(UNION_FIND, name, device_id)(grid, (block,), args)
-    return UnionFindLabelling(components, "range", True, len(launches), status)
-
-
-def _label_exhaustive(
-    device_id: int, points: cupy.ndarray, thr: np.float32, search: str
-) -> UnionFindLabelling:
-    n = int(points.shape[0])
-    sm = _sm_count(device_id)
+    if kind == GRID:
+        assert side is not None
+        buffers = GridBuffers.allocate(n)
+        steps = grid_steps(device_id, points, thr, side, buffers)
+        issue(steps, device_id)
+        return UnionFindLabelling(buffers.components, "range", True, len(steps), buffers.status)
     parent = cupy.empty(n, dtype=cupy.int32)
     components = cupy.empty(n, dtype=cupy.int32)
-    n32 = np.int32(n)
-    tiles = -(-n // ES_TILE)
-    # Unused pointer arguments get `parent` (never dereferenced with with_grid = 0 / grid = 0).
-    get_kernel(UNION_FIND, "uf_init", device_id)(
-        blocks(n), (THREADS,), (n32, np.int32(0), parent, parent, parent, parent, parent)
-    )
-    get_kernel(UNION_FIND, "uf_link_exhaustive", device_id)(
-        (min(tiles, ES_BLOCKS_PER_SM * sm),), (ES_TILE,), (points, n32, thr, parent)
-    )
-    get_kernel(UNION_FIND, "uf_finish", device_id)(
-        blocks(n),
-        (THREADS,),
-        (n32, np.int32(0), parent, np.float64(0.0), parent, parent, parent, parent, components),
-    )
-    return UnionFindLabelling(components, search, False, 3)
+    if kind == ISOLATED:
+        steps = isolated_steps(points, n, parent, components)
+    else:
+        steps = exhaustive_steps(device_id, points, n, thr, parent, components)
+    issue(steps, device_id)
+    return UnionFindLabelling(components, search, False, len(steps))

@@ -6,11 +6,13 @@ them in order, with the fallbacks.
 """
 
 from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow
+from .diffnormals import DiffNormalsFilter
 from .ground import GroundRemoval
 from .pipeline import FrameOutput, FramePipeline, FrameStage
 
 __all__ = [
     "DecodedFrame",
+    "DiffNormalsFilter",
     "EncodedFrame",
     "FrameOutput",
     "FramePipeline",

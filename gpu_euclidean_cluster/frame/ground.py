@@ -16,25 +16,12 @@ front end publishes as the ground points) and ``ground_plane``, which tell them 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from ..core.frame import DecodedFrame
 from ..core.ground import GroundFit, GroundSettings
-from ..core.numbering import array_module
-
-
-def fit_ground(points: Any, mask: Any, settings: GroundSettings) -> GroundFit:
-    """The ground fit on the device of ``points``: the CPU twin for NumPy arrays, the CUDA twin
-    for CuPy arrays (its ``mask`` stays on the GPU)."""
-    if array_module(points) is np:
-        from ..cpu.ground import fit_ground as fit_on_cpu
-
-        return fit_on_cpu(points, mask, settings)
-    from ..cuda.ground import fit_ground as fit_on_gpu
-
-    return fit_on_gpu(points, mask, settings)
+from .twins import twin
 
 
 class GroundRemoval:
@@ -56,7 +43,7 @@ class GroundRemoval:
     def apply(self, frame: DecodedFrame) -> DecodedFrame:
         """The frame with its ground points cleared from the mask."""
         self.last_ground = None
-        fit = fit_ground(frame.points, frame.mask, self.settings)
+        fit = twin(frame.points, "ground", "fit_ground")(frame.points, frame.mask, self.settings)
         mask = ~fit.mask if frame.mask is None else frame.mask & ~fit.mask
         host = fit.mask if isinstance(fit.mask, np.ndarray) else fit.mask.get()
         self.last_ground = replace(fit, mask=host)

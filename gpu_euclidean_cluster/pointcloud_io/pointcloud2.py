@@ -16,6 +16,8 @@ import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,11 @@ DATATYPES: dict[int, np.dtype] = {
 _DATATYPE_OF = {dtype: code for code, dtype in DATATYPES.items()}
 
 XYZ = ("x", "y", "z")
+
+#: Default limit of a serialized message's field count (:func:`from_cdr`): real clouds carry a
+#: handful of fields (x, y, z, intensity, ring, time, ...); a message declaring more is refused
+#: before its field list is read.
+MAX_FIELDS = 1024
 
 
 class PointCloud2Error(ValueError):
@@ -80,8 +87,16 @@ class RawCloud:
         return self.height * self.width
 
     def field(self, name: str) -> Field | None:
-        """The field called ``name``, or None."""
-        return next((f for f in self.fields if f.name == name), None)
+        """The field called ``name`` (the first, where names repeat), or None."""
+        return self._by_name.get(name)
+
+    @cached_property
+    def _by_name(self) -> dict[str, Field]:
+        """Each name's first field: one pass over the fields, then every lookup is O(1)."""
+        by_name: dict[str, Field] = {}
+        for field in self.fields:
+            by_name.setdefault(field.name, field)
+        return by_name
 
 
 def from_message(msg: Any) -> RawCloud:
@@ -120,17 +135,22 @@ class CloudHeader:
     frame_id: str
 
 
-def from_cdr(data: bytes | memoryview) -> tuple[RawCloud, CloudHeader]:
+def from_cdr(
+    data: bytes | memoryview, max_fields: int = MAX_FIELDS
+) -> tuple[RawCloud, CloudHeader]:
     """The cloud and header of a serialized (CDR, little-endian) sensor_msgs/PointCloud2.
 
     The point payload is a view into ``data``, not a copy. Fields in message order: header
     (stamp sec int32, nanosec uint32, frame_id string), height, width, fields (name string,
     offset uint32, datatype uint8, count uint32), is_bigendian, point_step, row_step, data
     (uint8 sequence), is_dense; each primitive aligned to its size after the 4-byte
-    encapsulation header.
+    encapsulation header. The cost is linear in the message's size, and a message declaring
+    more than ``max_fields`` fields is refused before its field list is read.
 
     Raises:
-        PointCloud2Error: not little-endian CDR, or lengths that overrun the buffer.
+        PointCloud2Error: not little-endian CDR (``unsupported``); lengths that overrun the
+            buffer, a string that is not UTF-8, or more than ``max_fields`` fields
+            (``malformed``).
     """
     view = memoryview(data).cast("B")
     if bytes(view[:2]) != b"\x00\x01":
@@ -139,6 +159,10 @@ def from_cdr(data: bytes | memoryview) -> tuple[RawCloud, CloudHeader]:
     stamp = Stamp(reader.read("i"), reader.read("I"))
     frame_id = reader.string()
     height, width, num_fields = reader.read("I"), reader.read("I"), reader.read("I")
+    if num_fields > max_fields:
+        raise PointCloud2Error(
+            "malformed", f"{num_fields} fields, over the limit of {max_fields} (max_point_fields)"
+        )
     fields = []
     for _ in range(num_fields):
         name = reader.string()
@@ -173,8 +197,14 @@ class _CdrReader:
         return int(struct.unpack_from("<" + code, self.block(size))[0])
 
     def string(self) -> str:
+        at = self._at
         raw = bytes(self.block(self.read("I")))
-        return raw[:-1].decode("utf-8", errors="replace") if raw.endswith(b"\0") else raw.decode()
+        try:
+            return (raw[:-1] if raw.endswith(b"\0") else raw).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise PointCloud2Error(
+                "malformed", f"string at byte {at} is not UTF-8 ({error.reason} at {error.start})"
+            ) from None
 
     def block(self, size: int) -> memoryview:
         end = self._at + size
@@ -217,6 +247,7 @@ def check_layout(cloud: RawCloud) -> None:
         raise PointCloud2Error("malformed", f"duplicate field names {duplicates}")
     for field in cloud.fields:
         _check_field(cloud, field)
+    _check_overlaps(cloud.fields)
 
 
 def _check_field(cloud: RawCloud, field: Field) -> None:
@@ -235,6 +266,19 @@ def _check_field(cloud: RawCloud, field: Field) -> None:
             f"field {field.name} (offset {field.offset}, {size} bytes) does not fit in "
             f"point_step {cloud.point_step}",
         )
+
+
+def _check_overlaps(fields: Iterable[Field]) -> None:
+    """No two fields share a byte (each lies inside ``point_step``: checked before). Sorted by
+    offset, each field must end where or before the next begins: O(F log F)."""
+    spans = sorted(
+        (f.offset, f.offset + DATATYPES[f.datatype].itemsize * f.count, f.name) for f in fields
+    )
+    for (_, end, name), (start, _, following) in pairwise(spans):
+        if start < end:
+            raise PointCloud2Error(
+                "malformed", f"fields {name} and {following} overlap (bytes {start} to {end - 1})"
+            )
 
 
 def point_bytes(cloud: RawCloud) -> np.ndarray:

@@ -1,8 +1,9 @@
 """Thread-safe counters of what happened to incoming frames, for diagnostics. ROS-free.
 
 The subscription callback records arrivals and drops, the worker records published frames
-(with their receive-to-publish latency), rejections and CPU fallbacks; the diagnostics timer
-reads a :class:`StatsSnapshot`.
+(with their receive-to-publish latency), rejections (a frame not published: its message could
+not be decoded, or its processing failed) and fallbacks (a frame published, but run otherwise
+than configured); the diagnostics timer reads a :class:`StatsSnapshot`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ class StatsSnapshot:
             or middleware queues overflowing while the node was busy; see
             :mod:`~.loss_monitor`).
         rejected: rejected frames per kind (``malformed``, ``missing_fields``, ...).
-        fallbacks: frames that ran on the CPU because the GPU ran out of memory.
+        fallbacks: frames that ran otherwise than configured, and were published: on the CPU
+            because the GPU ran out of memory, or with ``union_find`` because a paper's method
+            would need more memory (``StructureTooLargeError``) or time
+            (``WorkTooLargeError``) than allowed. Never counted as rejected.
         implausible_points: finite points excluded because a coordinate exceeded the node's
             ``max_coordinate`` (sensor glitches, bad transforms, wrong byte order).
         last_implausible: what the latest such exclusion was ('' if none).
@@ -121,7 +125,7 @@ class FrameStats:
             self._last_rejection = reason
 
     def fell_back(self, reason: str) -> None:
-        """A frame ran on the CPU because the GPU ran out of memory."""
+        """A frame ran otherwise than configured (see :attr:`StatsSnapshot.fallbacks`)."""
         with self._lock:
             self._fallbacks += 1
             self._last_fallback = reason

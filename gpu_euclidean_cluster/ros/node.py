@@ -46,7 +46,7 @@ from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
 from ..core.config import ConfigError
-from ..frame import FrameOutput, FramePipeline, GroundRemoval
+from ..frame import DiffNormalsFilter, FrameOutput, FramePipeline, FrameStage, GroundRemoval
 from ..frame.packets import SweepCloud
 from ..pointcloud_io.pointcloud2 import PointCloud2Error, RawCloud, from_cdr
 from .diagnostics import diagnostics_message
@@ -124,6 +124,7 @@ class EuclideanClusterNode(Node):
         )
         self._sweeps = packet_sweeps(values, self._pipeline.backend)  # bad settings: before warm-up
         self._ground = GroundRemoval()  # a stage of the frames with remove_ground
+        self._diffnormals = DiffNormalsFilter()  # and with use_diffnormals, after it
         self._pipeline.warm_up(self._settings.cluster, self._settings.window)
         # Everything alive after start-up (rclpy, NumPy, CuPy, the kernels) is moved out of the
         # cyclic collector's generations: a full collection triggered during a frame then walks
@@ -241,6 +242,17 @@ class EuclideanClusterNode(Node):
                     raise
                 return  # shut down (Ctrl-C) under the frame in flight: nothing to publish to
 
+    def _stages(self, settings: NodeSettings) -> tuple[FrameStage, ...]:
+        """The preprocessing stages ``settings`` ask for, in Autoware.ai's order."""
+        stages: list[FrameStage] = []
+        if settings.ground is not None:
+            self._ground.settings = settings.ground
+            stages.append(self._ground)
+        if settings.diffnormals is not None:
+            self._diffnormals.settings = settings.diffnormals
+            stages.append(self._diffnormals)
+        return tuple(stages)
+
     def _process(self, frame: _Frame) -> None:
         started = time.perf_counter()
         try:
@@ -249,13 +261,11 @@ class EuclideanClusterNode(Node):
                 sec, nanosec = divmod(frame.sweep.stamp_ns, 1_000_000_000)
                 stamp, frame_id = Time(sec=sec, nanosec=nanosec), frame.sweep.frame_id
             else:
-                cloud, decoded = from_cdr(frame.cdr)
+                cloud, decoded = from_cdr(frame.cdr, self._settings.max_point_fields)
                 stamp = Time(sec=decoded.stamp.sec, nanosec=decoded.stamp.nanosec)
                 frame_id = decoded.frame_id
             settings = self._settings
-            if settings.ground is not None:
-                self._ground.settings = settings.ground
-            self._pipeline.stages = () if settings.ground is None else (self._ground,)
+            self._pipeline.stages = self._stages(settings)
             output = self._pipeline.process(
                 cloud,
                 settings.cluster,

@@ -434,14 +434,34 @@ class _Encoder:
         raise NotImplementedError
 
 
-class ObjectsEncoder(_Encoder):
-    """autoware_perception_msgs/DetectedObjects of the clusters (see the module docstring)."""
+@functools.cache
+def _objects_codec() -> RowCodec:
+    return RowCodec(DetectedObject, sequences={"classification": 1})
 
-    packages = ("autoware_perception_msgs",)
-    message = DetectedObjects
+
+@functools.lru_cache(maxsize=8)
+def _feature_codec(fields: int) -> RowCodec:
+    return RowCodec(
+        DetectedObjectWithFeature,
+        sequences={"object.classification": 1, "feature.cluster.fields": fields},
+        blob="feature.cluster.data",
+    )
+
+
+@functools.cache
+def _detections_codec() -> RowCodec:
+    return RowCodec(Detection3D, sequences={"results": 1})
+
+
+class _TableEncoder(_Encoder):
+    """An output built from the cluster rows alone: CDR bytes through a :class:`RowCodec` where
+    the check of its message passed, else message objects."""
+
+    #: the message's name in the checks
+    checked: str = ""
 
     def __init__(self) -> None:
-        self._codec = _objects_codec() if _verified("DetectedObjects") else None
+        self._codec = self.codec() if _verified(self.checked) else None
 
     @property
     def serializes(self) -> bool:
@@ -452,8 +472,47 @@ class ObjectsEncoder(_Encoder):
     ) -> bytes | Any:
         """The message of the cluster rows ``table``, with the oriented ``boxes`` if given."""
         if self._codec is None:
-            return objects_message(table, header, boxes)
-        return objects_cdr(self._codec, table, header, boxes)
+            return self.objects(table, header, boxes)
+        return self.cdr(self._codec, table, header, boxes)
+
+    @staticmethod
+    def codec() -> RowCodec:
+        """The codec of one element of the message's array."""
+        raise NotImplementedError
+
+    @staticmethod
+    def objects(table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None) -> Any:
+        """The message as objects."""
+        raise NotImplementedError
+
+    @staticmethod
+    def cdr(
+        codec: RowCodec, table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None
+    ) -> bytes:
+        """The message as CDR bytes."""
+        raise NotImplementedError
+
+
+class ObjectsEncoder(_TableEncoder):
+    """autoware_perception_msgs/DetectedObjects of the clusters (see the module docstring)."""
+
+    packages = ("autoware_perception_msgs",)
+    message = DetectedObjects
+    checked = "DetectedObjects"
+    codec = staticmethod(_objects_codec)
+    objects = staticmethod(objects_message)
+    cdr = staticmethod(objects_cdr)
+
+
+class DetectionsEncoder(_TableEncoder):
+    """vision_msgs/Detection3DArray of the clusters (see the module docstring)."""
+
+    packages = ("vision_msgs",)
+    message = Detection3DArray
+    checked = "Detection3DArray"
+    codec = staticmethod(_detections_codec)
+    objects = staticmethod(detections_message)
+    cdr = staticmethod(detections_cdr)
 
 
 class FeatureObjectsEncoder(_Encoder):
@@ -484,47 +543,6 @@ class FeatureObjectsEncoder(_Encoder):
             return feature_objects_message(table, points, header, boxes)
         codec = _feature_codec(len(points.fields))
         return feature_objects_cdr(codec, table, points, header, self._scratch, boxes)
-
-
-class DetectionsEncoder(_Encoder):
-    """vision_msgs/Detection3DArray of the clusters (see the module docstring)."""
-
-    packages = ("vision_msgs",)
-    message = Detection3DArray
-
-    def __init__(self) -> None:
-        self._codec = _detections_codec() if _verified("Detection3DArray") else None
-
-    @property
-    def serializes(self) -> bool:
-        return self._codec is not None
-
-    def build(
-        self, table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None
-    ) -> bytes | Any:
-        """The message of the cluster rows ``table``, with the oriented ``boxes`` if given."""
-        if self._codec is None:
-            return detections_message(table, header, boxes)
-        return detections_cdr(self._codec, table, header, boxes)
-
-
-@functools.cache
-def _objects_codec() -> RowCodec:
-    return RowCodec(DetectedObject, sequences={"classification": 1})
-
-
-@functools.lru_cache(maxsize=8)
-def _feature_codec(fields: int) -> RowCodec:
-    return RowCodec(
-        DetectedObjectWithFeature,
-        sequences={"object.classification": 1, "feature.cluster.fields": fields},
-        blob="feature.cluster.data",
-    )
-
-
-@functools.cache
-def _detections_codec() -> RowCodec:
-    return RowCodec(Detection3D, sequences={"results": 1})
 
 
 @functools.cache

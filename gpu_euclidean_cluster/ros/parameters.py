@@ -16,9 +16,18 @@ from dataclasses import dataclass
 
 from ..core import config
 from ..core.config import ConfigError
+from ..core.diffnormals import MAX_RADIUS as DIFFNORMALS_MAX_RADIUS
+from ..core.diffnormals import DiffNormalsSettings
 from ..core.ground import MAX_ITERATIONS, GroundSettings
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
-from .settings import DEFAULT_LANE_DISTANCE, DIAGNOSTICS_WARN_SHARE, MAX_COORDINATE, NODE_MAX_WORK_S
+from .settings import (
+    DEFAULT_LANE_DISTANCE,
+    DIAGNOSTICS_WARN_SHARE,
+    MAX_COORDINATE,
+    MAX_FIELDS,
+    MIN_POINT_FIELDS,
+    NODE_MAX_WORK_S,
+)
 
 
 @dataclass(frozen=True)
@@ -258,10 +267,37 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         bounds=(0, 2**63 - 1),
     ),
     ParameterSpec(
+        "use_diffnormals",
+        False,
+        "Autoware.ai's use_diffnormals: keep only the points whose normals at two radii differ "
+        "(Difference of Normals, after the ground removal; on the GPU with the CUDA backend): "
+        "flat surfaces are not clustered (cluster_id -1).",
+    ),
+    ParameterSpec(
+        "diffnormals_small_radius",
+        DiffNormalsSettings.small_radius,
+        "use_diffnormals: neighbourhood radius (m) of the small-scale normal.",
+        bounds=(1e-3, DIFFNORMALS_MAX_RADIUS),
+    ),
+    ParameterSpec(
+        "diffnormals_large_radius",
+        DiffNormalsSettings.large_radius,
+        "use_diffnormals: neighbourhood radius (m) of the large-scale normal (above the small).",
+        bounds=(1e-3, DIFFNORMALS_MAX_RADIUS),
+    ),
+    ParameterSpec(
+        "diffnormals_threshold",
+        DiffNormalsSettings.threshold,
+        "use_diffnormals: a point is kept when half the difference of its unit normals is "
+        "longer than this.",
+        bounds=(0.0, 1.0),
+    ),
+    ParameterSpec(
         "memory_budget_mb",
         0,
         "MiB the paper's methods may spend on their graph (edge list, matrices) per frame; 0 = "
-        "automatic (half the free host memory, the free GPU memory). A frame over it runs with "
+        "automatic (on the CPU half of what the process can still allocate: available memory, "
+        "RLIMIT_AS and cgroup limits; the free GPU memory). A frame over it runs with "
         "union_find (O(N) memory).",
         bounds=(0, config.UNLIMITED_CLUSTER_SIZE),
     ),
@@ -279,6 +315,13 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Points with an absolute coordinate above this (m) are implausible (sensor glitch, bad "
         "transform, wrong byte order): not clustered (cluster_id -1), counted in /diagnostics.",
         bounds=(0.0, math.inf),
+    ),
+    ParameterSpec(
+        "max_point_fields",
+        MAX_FIELDS,
+        "A PointCloud2 declaring more fields than this is rejected as malformed before its field "
+        "list is read (one reason in the log and /diagnostics); real clouds have a handful.",
+        bounds=(MIN_POINT_FIELDS, config.UNLIMITED_CLUSTER_SIZE),
     ),
     ParameterSpec(
         "diagnostics_warn_share",
@@ -498,7 +541,12 @@ AUTOWARE_AI_PARAMETERS: tuple[tuple[str, str | None, str], ...] = (
         "RANSAC plane within ground_max_slope_deg of horizontal (Autoware.ai: 0.1 rad, 100 "
         "iterations, 0.2 m) without PCL's least-squares refit",
     ),
-    ("use_diffnormals", None, "Difference-of-Normals filtering is not implemented yet"),
+    (
+        "use_diffnormals",
+        "use_diffnormals",
+        "radii 0.5/2.0 m and threshold 0.5 as its code (diffnormals_*); Autoware.ai built the "
+        "filtered cloud but clustered the unfiltered one, so there it changed nothing",
+    ),
     ("cluster_size_min", "min_cluster_size", "points of the (merged) cluster"),
     ("cluster_size_max", "max_cluster_size", "points of the (merged) cluster"),
     ("clustering_distance", "d_th", "same"),

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
+from ..core.diffnormals import DiffNormalsSettings
 from ..core.frame import MAX_COORDINATE, FrameWindow
 from ..core.ground import GroundSettings
+from ..pointcloud_io.pointcloud2 import MAX_FIELDS
 
 #: Default limit of a frame's estimated neighbour search (s): a frame must not hold the node up
 #: for more than about ten frames of a 10 Hz sensor.
@@ -21,6 +23,8 @@ NODE_MAX_WORK_S = 1.0
 DEFAULT_LANE_DISTANCE = 5.0
 #: Default share of lost frames in a diagnostics window that turns the status to WARN.
 DIAGNOSTICS_WARN_SHARE = 0.1
+#: Smallest ``max_point_fields``: a cloud needs x, y and z.
+MIN_POINT_FIELDS = 3
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,10 @@ class NodeSettings:
             ``-keep_lane_right_distance <= y <= keep_lane_left_distance`` (m, input frame) are
             clustered.
         ground: RANSAC ground removal before clustering (``frame/ground.py``), or None (off).
+        diffnormals: Difference-of-Normals filtering after the ground removal
+            (``frame/diffnormals.py``), or None (off).
         pose_estimation: a minimum-area oriented box per cluster (``core/oriented_boxes.py``).
+        max_point_fields: a message declaring more fields is rejected before they are read.
     """
 
     cluster: ClusterConfig = field(
@@ -56,7 +63,9 @@ class NodeSettings:
     keep_lane_left_distance: float = DEFAULT_LANE_DISTANCE
     keep_lane_right_distance: float = DEFAULT_LANE_DISTANCE
     ground: GroundSettings | None = None
+    diffnormals: DiffNormalsSettings | None = None
     pose_estimation: bool = False
+    max_point_fields: int = MAX_FIELDS
 
     @property
     def window(self) -> FrameWindow:
@@ -94,6 +103,11 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
             problems.append(f"{name} must be a number of metres >= 0, got {lane!r}")
     if not values["max_coordinate"] > 0:  # type: ignore[operator]
         problems.append(f"max_coordinate must be > 0 m, got {values['max_coordinate']}")
+    fields = values["max_point_fields"]
+    if isinstance(fields, bool) or not isinstance(fields, int) or fields < MIN_POINT_FIELDS:
+        problems.append(
+            f"max_point_fields must be an integer >= {MIN_POINT_FIELDS}, got {fields!r}"
+        )
     if not 0 <= values["diagnostics_warn_share"] <= 1:  # type: ignore[operator]
         problems.append(
             f"diagnostics_warn_share must be in [0, 1], got {values['diagnostics_warn_share']}"
@@ -108,6 +122,15 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         )
     except ConfigError as error:
         problems.append(f"ground_{error}")
+    diffnormals = None
+    try:
+        diffnormals = DiffNormalsSettings(
+            small_radius=values["diffnormals_small_radius"],  # type: ignore[arg-type]
+            large_radius=values["diffnormals_large_radius"],  # type: ignore[arg-type]
+            threshold=values["diffnormals_threshold"],  # type: ignore[arg-type]
+        )
+    except ConfigError as error:
+        problems.append(f"diffnormals_{error}")
     cluster = None
     try:
         cluster = DEFAULT_CONFIG.with_changes(
@@ -147,7 +170,9 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         keep_lane_left_distance=float(values["keep_lane_left_distance"]),  # type: ignore[arg-type]
         keep_lane_right_distance=float(values["keep_lane_right_distance"]),  # type: ignore[arg-type]
         ground=ground if values["remove_ground"] else None,
+        diffnormals=diffnormals if values["use_diffnormals"] else None,
         pose_estimation=bool(values["pose_estimation"]),
+        max_point_fields=int(fields),  # type: ignore[call-overload]
     )
 
 

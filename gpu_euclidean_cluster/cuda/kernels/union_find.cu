@@ -27,6 +27,13 @@
 //
 // Exhaustive search (ES): thread i visits j > i through common.cuh's shared-memory tiles and
 // unions every neighbour pair found.
+//
+// Non-finite points (NaN or infinite coordinates) are in no component: the grid build skips them,
+// the float32 rule never makes them anyone's neighbour (a NaN or infinite difference fails
+// d^2 < T), and uf_finish gives them the id -1, which the numbering labels -1 and counts nowhere.
+// The staged path never passes one (the clusterer compacts the finite points first); the graph
+// path (cuda/graphs.py) pads each cloud to its size bucket with NaN points and turns masked-out
+// points into NaN (uf_stage_points), so one captured graph serves every cloud of the bucket.
 
 #define UF_FULL_MASK 0xffffffffu
 #define UF_EMPTY_KEY (-1LL)
@@ -66,6 +73,10 @@ __constant__ signed char uf_offsets[UF_NUM_OFFSETS][3] = {
     {-2, 2, 1}, {2, 2, 1}, {-1, -2, 2}, {1, -2, 2}, {-2, -1, 2}, {2, -1, 2}, {-2, 1, 2}, {2, 1, 2},
     {-1, 2, 2}, {1, 2, 2}, {-2, -2, 2}, {2, -2, 2}, {-2, 2, 2}, {2, 2, 2},
 };
+
+__device__ __forceinline__ bool uf_finite(float3 p) {
+    return isfinite(p.x) && isfinite(p.y) && isfinite(p.z);
+}
 
 // ---- union-find (ECL-CC) ---------------------------------------------------------------------
 
@@ -123,6 +134,9 @@ struct UfGrid {
 __device__ __forceinline__ double uf_scaled(float v, double origin, double inv_h) {
     return __dmul_rn(__dsub_rn((double)v, origin), inv_h);
 }
+
+// No finite point reached the bounding box (every point is non-finite): nothing to link.
+__device__ __forceinline__ bool uf_box_empty(const unsigned int* bbox) { return bbox[0] > bbox[3]; }
 
 // Computed by every thread that needs it from the bounding box on the device (no host copy).
 // The extent uses uf_scaled as the points do, so every point's cell lies within it.
@@ -216,6 +230,20 @@ __device__ __forceinline__ int uf_lookup(const i64* __restrict__ keys, int mask,
 
 // ---- grid build ------------------------------------------------------------------------------
 
+// The graph path's input stage, in place on the bucket's point buffer P (cap points): points at
+// or beyond the cloud's size count[0] (the bucket's padding) and points whose mask byte is 0 (mask
+// may be null: no mask) become NaN, i.e. in no component.
+extern "C" __global__ void uf_stage_points(float* P, int cap, const int* count,
+                                           const unsigned char* mask) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cap) return;
+    if (i < count[0] && (mask == nullptr || mask[i] != 0)) return;
+    const float nan = __int_as_float(0x7fc00000);
+    P[3 * i] = nan;
+    P[3 * i + 1] = nan;
+    P[3 * i + 2] = nan;
+}
+
 // Empty hash table, counts, parent[x] = x, bounding box and counters reset. with_grid = 0 (ES)
 // initialises parent alone.
 extern "C" __global__ void uf_init(int cap, int with_grid, i64* keys, int* cnt, int* parent,
@@ -233,13 +261,16 @@ extern "C" __global__ void uf_init(int cap, int with_grid, i64* keys, int* cnt, 
     if (x < 2) counters[x] = 0ull;
 }
 
-// Bounding box: grid-stride loop, block reduction, six atomics per block.
+// Bounding box of the finite points: grid-stride loop, block reduction, six atomics per block.
 extern "C" __global__ void uf_bbox(const float* P, int n, unsigned int* bbox) {
     __shared__ unsigned int part[32][6];
     unsigned int v[6] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0u, 0u, 0u};
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float3 p = load_point(P, i);
+        if (!uf_finite(p)) continue;
+        const float c[3] = {p.x, p.y, p.z};
         for (int a = 0; a < 3; ++a) {
-            const unsigned int k = uf_float_key(P[3 * i + a]);
+            const unsigned int k = uf_float_key(c[a]);
             v[a] = min(v[a], k);
             v[3 + a] = max(v[3 + a], k);
         }
@@ -263,9 +294,9 @@ extern "C" __global__ void uf_bbox(const float* P, int n, unsigned int* bbox) {
     }
 }
 
-// Cell key of every point, inserted into the hash table; slot_of[i] = its cell's slot and
-// rank[i] = its position among the cell's points. Lanes with the same key are aggregated
-// (__match_any_sync): one probe and one atomicAdd per distinct cell per warp.
+// Cell key of every finite point, inserted into the hash table; slot_of[i] = its cell's slot (-1
+// for a non-finite point) and rank[i] = its position among the cell's points. Lanes with the same
+// key are aggregated (__match_any_sync): one probe and one atomicAdd per distinct cell per warp.
 extern "C" __global__ void uf_insert(const float* P, int n, const unsigned int* bbox,
                                      double inv_h, i64* keys, int* cnt, int mask, int* slot_of,
                                      int* rank) {
@@ -273,10 +304,14 @@ extern "C" __global__ void uf_insert(const float* P, int n, const unsigned int* 
     if (!g.ok) return;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int lane = threadIdx.x & 31;
-    const bool active = i < n;
+    const float3 p = i < n ? load_point(P, i) : make_float3(0.f, 0.f, 0.f);
+    const bool active = i < n && uf_finite(p);
     const unsigned int live = __ballot_sync(UF_FULL_MASK, active);
-    if (!active) return;
-    const i64 key = uf_cell_key(load_point(P, i), g, inv_h);
+    if (!active) {
+        if (i < n) slot_of[i] = -1;
+        return;
+    }
+    const i64 key = uf_cell_key(p, g, inv_h);
     const unsigned int peers = __match_any_sync(live, (unsigned long long)key);
     const int leader = __ffs(peers) - 1;
     int slot = 0, base = 0;
@@ -337,7 +372,7 @@ extern "C" __global__ void uf_scatter(const float* P, int n, const unsigned int*
                                       const int* start, float4* SP, int* spid) {
     if (!uf_grid(bbox, inv_h).ok) return;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+    if (i >= n || slot_of[i] < 0) return;
     const int pos = start[slot_of[i]] + rank[i];
     const float3 p = load_point(P, i);
     SP[pos] = make_float4(p.x, p.y, p.z, 0.f);
@@ -522,14 +557,14 @@ __device__ void uf_exhaustive_rows(const float* P, int n, float thr_sq, int* par
 }
 
 // RS link: a grid-stride loop of warps over the cells; falls back to ES (same launch) when the
-// device found the grid unusable.
+// device found the grid unusable, and does nothing when no point is finite.
 extern "C" __global__ void __launch_bounds__(ES_TILE, UF_LINK_BLOCKS_PER_SM)
 uf_link_cells(const float* P, int n, float thr_sq, const unsigned int* bbox, double inv_h,
               double gap_limit, const i64* keys, const int* cnt, const int* start, const int* cells,
               const unsigned long long* counters, int mask, const float4* SP, int* parent) {
     const UfGrid g = uf_grid(bbox, inv_h);
     if (!g.ok) {
-        uf_exhaustive_rows(P, n, thr_sq, parent);
+        if (!uf_box_empty(bbox)) uf_exhaustive_rows(P, n, thr_sq, parent);
         return;
     }
     const int k = (int)(counters[0] >> 32);
@@ -545,12 +580,16 @@ extern "C" __global__ void uf_link_exhaustive(const float* P, int n, float thr_s
 }
 
 // components[i]: the original index of the first point of i's root cell (grid), or i's root
-// point (ES, or grid = 0, or the grid found unusable on the device).
-extern "C" __global__ void uf_finish(int n, int grid, const unsigned int* bbox, double inv_h,
-                                     int* parent, const int* slot_of, const int* start,
-                                     const int* spid, int* components) {
-    const bool cells = grid && uf_grid(bbox, inv_h).ok;
+// point (ES, or grid = 0, or the grid found unusable on the device); -1 for a non-finite point.
+extern "C" __global__ void uf_finish(const float* P, int n, int grid, const unsigned int* bbox,
+                                     double inv_h, int* parent, const int* slot_of,
+                                     const int* start, const int* spid, int* components) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    if (!uf_finite(load_point(P, i))) {
+        components[i] = -1;
+        return;
+    }
+    const bool cells = grid && uf_grid(bbox, inv_h).ok;
     components[i] = cells ? spid[start[uf_find(parent, slot_of[i])]] : uf_find(parent, i);
 }

@@ -1,0 +1,124 @@
+"""Difference-of-Normals filtering on the CPU (``cpu/diffnormals.py``, rules of
+``core/diffnormals.py``): the neighbour counts equal a brute-force application of the float32
+rule, the normals equal LAPACK's smallest eigenvector, the result does not depend on the order of
+the points or the batch size, flat surfaces are dropped and thin structures kept, bad settings
+are refused with the reason, and the stage runs in the frame pipeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
+from gpu_euclidean_cluster.core.diffnormals import DiffNormalsSettings, fixed_point_scale
+from gpu_euclidean_cluster.core.frame import FrameWindow
+from gpu_euclidean_cluster.core.neighbour_rule import squared_distance, threshold_sq
+from gpu_euclidean_cluster.cpu import diffnormals
+from gpu_euclidean_cluster.frame import DiffNormalsFilter, FramePipeline
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
+
+
+def pole_and_floor(seed: int = 1) -> tuple[np.ndarray, int]:
+    """A 20 m x 20 m floor with 1 cm noise, then a pole of radius 5 cm and 2 m height."""
+    rng = np.random.default_rng(seed)
+    floor = np.column_stack([rng.uniform(-10, 10, (3000, 2)), rng.normal(0, 0.01, 3000)])
+    pole = np.column_stack([rng.normal(3, 0.05, (300, 2)), rng.uniform(0, 2, 300)])
+    return np.concatenate([floor, pole]).astype(np.float32), 3000
+
+
+def brute_force_counts(points: np.ndarray, radius: float) -> np.ndarray:
+    near = squared_distance(points[:, None, :], points[None, :, :]) < threshold_sq(radius)
+    return near.sum(axis=1)
+
+
+@pytest.mark.parametrize("radius", [0.3, 0.5, 2.0])
+def test_neighbour_counts_follow_the_float32_rule(radius):
+    points, _ = pole_and_floor()
+    sums = diffnormals.neighbour_sums(points, radius)
+    assert np.array_equal(sums[:, 0], brute_force_counts(points, radius))
+
+
+def test_normals_equal_the_smallest_eigenvector():
+    points, _ = pole_and_floor()
+    normals, valid = diffnormals.normals(points, 0.5)
+    near = squared_distance(points[:, None, :], points[None, :, :]) < threshold_sq(0.5)
+    checked = 0
+    for i in np.random.default_rng(0).choice(len(points), 300, replace=False):
+        neighbours = points[near[i]].astype(np.float64) - points[i].astype(np.float64)
+        assert valid[i] == (len(neighbours) >= 3)
+        if len(neighbours) < 3:
+            continue
+        values, vectors = np.linalg.eigh(np.cov(neighbours.T, bias=True))
+        if values[1] - values[0] < 1e-3 * values[2]:
+            continue  # an ill-posed normal: rounding may pick any vector of the plane
+        expected = vectors[:, 0] if vectors[:, 0].sum() >= 0 else -vectors[:, 0]
+        # the offsets are fixed-point numbers of 2**-21 m at this radius (rule 3)
+        assert normals[i] == pytest.approx(expected, abs=1e-4), i
+        checked += 1
+    assert checked > 200
+
+
+def test_fixed_point_scale_keeps_offsets_below_2_to_the_20():
+    for radius in (0.001, 0.3, 0.5, 1.0, 2.0, 3.7, 10.0):
+        scale = fixed_point_scale(radius)
+        assert radius * scale <= 2**20 < 2 * radius * scale
+
+
+def test_flat_floor_dropped_pole_kept():
+    points, floor = pole_and_floor()
+    kept = diffnormals.difference_of_normals(points, None, DiffNormalsSettings())
+    assert kept[:floor].mean() < 0.05, "the flat floor is dropped"
+    assert kept[floor:].mean() > 0.5, "the pole is kept"
+
+
+def test_result_independent_of_point_order_and_batch_size(monkeypatch):
+    points, _ = pole_and_floor(seed=3)
+    settings = DiffNormalsSettings(small_radius=0.3, large_radius=1.5, threshold=0.2)
+    mask = np.random.default_rng(4).random(len(points)) < 0.9
+    kept = diffnormals.difference_of_normals(points, mask, settings)
+    assert not kept[~mask].any(), "only candidates can be kept"
+    order = np.random.default_rng(5).permutation(len(points))
+    monkeypatch.setattr(diffnormals, "PAIRS_PER_BATCH", 97)
+    shuffled = diffnormals.difference_of_normals(points[order], mask[order], settings)
+    assert np.array_equal(shuffled, kept[order])
+
+
+def test_sparse_points_have_no_normal_and_are_dropped():
+    points = np.array([[0, 0, 0], [0.1, 0, 0], [5, 5, 0]], dtype=np.float32)
+    normals, valid = diffnormals.normals(points, 0.5)
+    assert not valid.any() and not normals.any()
+    assert not diffnormals.difference_of_normals(points, None, DiffNormalsSettings()).any()
+
+
+def test_too_many_candidates_refused_with_the_count(monkeypatch):
+    monkeypatch.setattr(diffnormals, "MAX_CANDIDATES", 10)
+    with pytest.raises(ValueError, match="at most 10 points, got 11"):
+        points = np.zeros((11, 3), np.float32)
+        diffnormals.difference_of_normals(points, None, DiffNormalsSettings())
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"small_radius": 0.0}, "small_radius must be in [0.001, 10] m"),
+        ({"large_radius": float("inf")}, "large_radius must be in [0.001, 10] m"),
+        ({"small_radius": 2.0, "large_radius": 2.0}, "must be larger than small_radius"),
+        ({"threshold": 1.0}, "threshold must be in [0, 1)"),
+        ({"threshold": float("nan")}, "threshold must be in [0, 1)"),
+    ],
+)
+def test_bad_settings_refused_with_reason(changes, reason):
+    with pytest.raises(ConfigError) as raised:
+        DiffNormalsSettings(**changes)
+    assert reason in str(raised.value)
+
+
+def test_stage_in_the_frame_pipeline_clears_flat_points():
+    points, floor = pole_and_floor()
+    pipeline = FramePipeline("cpu", stages=[DiffNormalsFilter()])
+    output = pipeline.process(from_xyz(points), ClusterConfig(d_th=0.3), FrameWindow())
+    labels = read_fields(output.labeled, ["cluster_id"])["cluster_id"]
+    kept = diffnormals.difference_of_normals(points, None, DiffNormalsSettings())
+    assert (labels[~kept] == -1).all()
+    assert (labels[floor:][kept[floor:]] >= 0).all(), "the pole's kept points are clustered"
