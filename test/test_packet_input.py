@@ -204,6 +204,6 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
             node.interrupt(group=True, timeout_s=30)
             node.close()
     replay_log = (tmp_path / "replay.log").read_text()
-    assert "/velodyne_packets -> /pointcloud_raw_ex" in replay_log, replay_log
+    assert f"/velodyne_packets -> {SWEEPS_TOPIC}" in replay_log, replay_log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), replay_log)
     assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z"))
