@@ -13,7 +13,8 @@ Groups (:func:`build_cases`):
   a PCD header line over 64 KiB, a WIDTH of 5000 digits, LZF data declaring more than it can
   expand to, a 1 TiB sparse ``.bin``, a truncated ``.bin``, garbage named ``.pcd``);
 - ``bags``: ``replay`` on a valid bag and damaged ones (an 8-byte MCAP, an MCAP record length of
-  2^63 - 1, a ROS 1 header length of 0xFFFFFFFF, random damage to a valid bag of each storage);
+  2^63 - 1, a ROS 1 header length of 0xFFFFFFFF, 8 random bytes written over a valid bag of each
+  storage, in its first or last 2 kB, where headers and indexes are, or anywhere);
 - ``options``: the option values the attack sent to ``replay`` and ``make-bag`` (rates, times,
   topic names, remaps, a history depth), a valid ``make-bag``, one stopped by Ctrl-C and its
   re-run to the same name;
@@ -427,7 +428,9 @@ def _bag_cases(
         content = path.read_bytes()
         for index in range(damaged_per_storage):
             damaged = bytearray(content)
-            at = rng.randrange(len(damaged) - 8)
+            # the headers and index (first and last 2 kB) as often as the payloads
+            region = [(0, 2048), (len(damaged) - 2048, len(damaged)), (0, len(damaged))][index % 3]
+            at = rng.randrange(max(0, region[0]), region[1] - 8)
             damaged[at : at + 8] = rng.choice(
                 [rng.randbytes(8), struct.pack("<Q", rng.choice([2**32 - 1, 2**62, 2**64 - 1]))]
             )
@@ -849,7 +852,7 @@ def format_attack(report: AttackReport) -> str:
         flags = [f"WRONG: {r.wrong}"] * (r.wrong is not None) + ["TRACEBACK"] * r.traceback
         flags += ["VALID INPUT REFUSED"] * r.refused_valid + ["OVER MEMORY"] * (not r.within_memory)
         lines.append(
-            f"  {r.group:<7} {r.name:<64} {r.outcome:<11} exit {r.exit_code!s:>4}  "
+            f"  {r.group:<7} {r.name:<72} {r.outcome:<11} exit {r.exit_code!s:>4}  "
             f"{r.peak_rss_mb:7.1f} MB of {r.memory_bound_mb:7.1f} (input {_size(r.input_bytes)})"
             + (f"  {'; '.join(flags)}" if flags else "")
         )
