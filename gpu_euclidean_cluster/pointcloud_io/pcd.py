@@ -270,8 +270,8 @@ def _header_int(
 
 
 def _parse_integer(text: str) -> int | None:
-    """A non-negative decimal integer of at most :data:`_MAX_DIGITS` digits (``+`` or ``-``
-    signs are refused, as PCL's readers do), else None."""
+    """A decimal integer of at most :data:`_MAX_DIGITS` digits and no sign, else None (a
+    longer one is no point count or size, and Python refuses to convert one of over 4300)."""
     if not text.isascii() or not text.isdigit() or len(text) > _MAX_DIGITS:
         return None
     return int(text)

@@ -58,7 +58,7 @@ from .outputs import NodeOutputs
 from .packet_input import packet_sweeps, subscribe_packets
 from .parameters import PARAMETERS, SPECS, parameters_help
 from .qos import reliability_policy
-from .ros_logging import forward_package_logging, stop_forwarding
+from .ros_logging import RosLogHandler, forward_package_logging, stop_forwarding
 from .settings import NodeSettings, settings_from_values
 from .transport import configure_transport, installed_profile
 
@@ -372,6 +372,17 @@ def main(args: Sequence[str] | None = None) -> int:
         return 2
     signals = StopSignals()
     signals.install()  # before rclpy's handlers, which call it after shutting ROS down
+    try:
+        return _run(argv, signals)
+    except KeyboardInterrupt:  # Ctrl-C before rclpy started: nothing of ROS to stop
+        return 0
+    finally:
+        signals.ignore()
+
+
+def _run(argv: list[str], signals: StopSignals) -> int:
+    """:func:`main` from ``rclpy.init`` on: a KeyboardInterrupt (the first Ctrl-C) anywhere
+    after it stops the node as a shutdown does."""
     transport = configure_transport()  # before the first participant: large output clouds
     try:
         with held_stderr():  # rcl logs its own line before raising; ours says it all
@@ -379,23 +390,17 @@ def main(args: Sequence[str] | None = None) -> int:
     except Exception as error:  # rcl's argument errors (UnknownROSArgsError, ...) are not exported
         print(f"{NODE_NAME}: error: {type(error).__name__}: {rcl_message(error)}", file=sys.stderr)
         return 2
-    logger = rclpy.logging.get_logger(NODE_NAME)
-    forwarding = forward_package_logging(logger)
+    node: EuclideanClusterNode | None = None
+    forwarding: RosLogHandler | None = None
     try:
-        node = EuclideanClusterNode()
-    except (ConfigError, ParameterException) as error:
-        logger.error(f"error: {error}")
-        stop_forwarding(forwarding)
-        rclpy.try_shutdown()
-        return 2
-    except KeyboardInterrupt:  # stopped during start-up (the node cleaned up after itself)
-        signals.stopping = True
-        stop_forwarding(forwarding)
-        rclpy.try_shutdown()
-        signals.ignore()
-        return 0
-    node.get_logger().info(transport)
-    try:
+        logger = rclpy.logging.get_logger(NODE_NAME)
+        forwarding = forward_package_logging(logger)
+        try:
+            node = EuclideanClusterNode()
+        except (ConfigError, ParameterException) as error:
+            logger.error(f"error: {error}")
+            return 2
+        node.get_logger().info(transport)
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -405,10 +410,11 @@ def main(args: Sequence[str] | None = None) -> int:
         # a signal shut ROS down while the executor built its wait set (rcl's RCLError)
     finally:
         signals.stopping = True
-        node.destroy_node()
-        stop_forwarding(forwarding)
+        if node is not None:
+            node.destroy_node()
+        if forwarding is not None:
+            stop_forwarding(forwarding)
         rclpy.try_shutdown()
-        signals.ignore()
     return 0
 
 
@@ -428,6 +434,7 @@ class StopSignals:
         """Ignore SIGINT and SIGTERM from now on (call after ``rclpy.try_shutdown``, which puts
         the handlers it found back): Python's finalisation would restore the default action,
         and a late signal would then kill the exiting process (exit status 130)."""
+        self.stopping = True
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
 
