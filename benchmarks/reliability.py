@@ -10,11 +10,15 @@ The node is started as a user starts it (:mod:`.reliability_harness`) and fed fr
    rate the node sustains), the node's RSS sampled every ``rss_every`` frames; crashes (the node
    exits) and hangs (no output for ``hang_timeout_s``).
 3. **Malformed-message matrix** (:mod:`.reliability_matrix`).
+4. **Hostile input** (:mod:`.reliability_attack`): an attack's cases against the command-line tools,
+   the node's start-up and the launch files, each case its own process (``--attack-only`` runs
+   this part alone).
 
 The report (:class:`ReliabilityReport`) ends with the reliability targets: 0 crashes and 0
 tracebacks over the matrix, every malformed case rejected with a one-line reason or accepted as
 valid, RSS slope <= 1 MB per 1000 frames, drops reported == drops observed, /diagnostics not OK
-when more than 10 % of the frames are lost.
+when more than 10 % of the frames are lost; over the hostile input 0 crashes, 0 tracebacks, 0
+wrong outputs, 0 refusals of valid input and a peak RSS <= 20 x the input + 512 MB on every case.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,14 @@ from gpu_euclidean_cluster.ros.qos import RELIABILITIES
 
 from .cases import data_dir
 from .errors import BenchError
+from .reliability_attack import (
+    ALLOWANCE_MB,
+    MEMORY_FACTOR,
+    PCL_KITTI_000008_AT_0_5,
+    AttackReport,
+    format_attack,
+    run_attack,
+)
 from .reliability_harness import TRACEBACK, Session, Tick, node_command, private_domain_id
 from .reliability_matrix import MatrixCaseResult, Message, message, run_matrix, settled
 from .rows import RunMeta
@@ -47,6 +59,8 @@ from .targets import TargetCheck, format_targets
 log = logging.getLogger(__name__)
 
 FRAME = "kitti_000008.bin"
+#: The hostile-input suite's memory cases at extreme d_th use this frame when it is found.
+LARGE_FRAME = "kitti_000001.bin"
 #: Simulated sensors used when the frame file is absent (full run / quick run).
 SIMULATED_SENSORS = ("hdl64e", "vlp16")
 #: Targets of the reliability benchmark.
@@ -79,6 +93,8 @@ class ReliabilityOptions:
         log_dir: keep the node's logs here (default: a temporary folder, removed).
         quick: marks a CI-sized run (:data:`QUICK_OPTIONS`); without the frame file it sends a
             simulated VLP-16 sweep instead of an HDL-64E one.
+        damaged_bags: randomly damaged copies of a valid bag per storage in the hostile-input
+            suite.
     """
 
     backend: str = DEFAULT_BACKEND
@@ -94,6 +110,7 @@ class ReliabilityOptions:
     domain_id: int | None = None
     log_dir: Path | None = None
     quick: bool = False
+    damaged_bags: int = 10
 
     def __post_init__(self) -> None:
         checks = [
@@ -104,6 +121,7 @@ class ReliabilityOptions:
             (self.soak_frames >= 1 and self.rss_every >= 1, "soak frames and rss_every >= 1"),
             (self.hang_timeout_s > 0 and self.rss_limit_mb > 0, "timeouts and limits must be > 0"),
             (self.max_points is None or self.max_points >= 1, "max_points must be >= 1"),
+            (self.damaged_bags >= 0, "damaged_bags must be >= 0"),
         ]
         for ok, problem in checks:
             if not ok:
@@ -120,6 +138,7 @@ QUICK_OPTIONS = ReliabilityOptions(
     rss_every=20,
     max_points=4096,
     quick=True,
+    damaged_bags=2,
 )
 
 
@@ -202,6 +221,7 @@ class ReliabilityReport:
     soak: SoakResult
     matrix: list[MatrixCaseResult]
     nodes: list[NodeSession]
+    attack: AttackReport | None = None
     targets: list[TargetCheck] = field(default_factory=list)
     passed: bool = False
 
@@ -247,6 +267,7 @@ def run_reliability(options: ReliabilityOptions) -> ReliabilityReport:
             )
         finally:
             nodes = sessions.close_all()
+    attack = run_attack(*attack_inputs(options), domain_id=domain_id)
     # The nodes ran in processes of their own: a backend of the kind they reported, made here,
     # describes their device.
     backend = make_backend(sessions.backend() or options.backend)
@@ -261,6 +282,7 @@ def run_reliability(options: ReliabilityOptions) -> ReliabilityReport:
         soak=soak,
         matrix=matrix,
         nodes=nodes,
+        attack=attack,
     )
     report.targets = check_reliability(report)
     report.passed = all(c.status != "missed" for c in report.targets)
@@ -296,11 +318,31 @@ def load_frame(options: ReliabilityOptions) -> tuple[np.ndarray, str]:
     return np.ascontiguousarray(xyz, dtype=np.float32), name
 
 
-def _default_frame() -> Path | None:
-    candidates = [data_dir() / FRAME]
+def _default_frame(name: str = FRAME) -> Path | None:
+    candidates = [data_dir() / name]
     if "LIDAR_DATA_DIR" not in os.environ:
-        candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data" / FRAME)
+        candidates.append(Path(__file__).resolve().parents[2] / "shared" / "data" / name)
     return next((p for p in candidates if p.is_file()), None)
+
+
+def attack_inputs(
+    options: ReliabilityOptions,
+) -> tuple[np.ndarray, int, int, np.ndarray | None]:
+    """What the hostile-input suite builds its cases from: the frame (whole, as a file holds it),
+    its cluster count at 0.5 m (PCL's for kitti_000008, else union_find's), the damaged bags per
+    storage, and kitti_000001 for the memory cases (None when not found)."""
+    from gpu_euclidean_cluster import EuclideanClusterer
+    from gpu_euclidean_cluster.core.config import ClusterConfig
+    from gpu_euclidean_cluster.pointcloud_io import load_points
+
+    xyz, name = load_frame(replace(options, max_points=None))
+    if name == FRAME:
+        clusters = PCL_KITTI_000008_AT_0_5
+    else:
+        config = ClusterConfig(d_th=0.5, method="union_find")
+        clusters = EuclideanClusterer(config, backend="cpu").cluster(xyz).num_clusters
+    large = _default_frame(LARGE_FRAME)
+    return xyz, clusters, options.damaged_bags, None if large is None else load_points(large).xyz
 
 
 @contextlib.contextmanager
@@ -489,6 +531,10 @@ def _slope_per_1000(samples: list[list[float]]) -> float | None:
 
 def check_reliability(report: ReliabilityReport) -> list[TargetCheck]:
     """The reliability targets against a report of :func:`run_reliability`."""
+    return [*_node_checks(report), *(check_attack(report.attack) if report.attack else [])]
+
+
+def _node_checks(report: ReliabilityReport) -> list[TargetCheck]:
     matrix, soak, flood = report.matrix, report.soak, report.flood
     crashed = [c.name for c in matrix if not c.alive]
     traced = [c.name for c in matrix if c.traceback]
@@ -524,6 +570,31 @@ def check_reliability(report: ReliabilityReport) -> list[TargetCheck]:
             ),
         ),
     ]  # fmt: skip
+
+
+def check_attack(attack: AttackReport) -> list[TargetCheck]:
+    """The hostile-input targets: 0 crashes, tracebacks, wrong outputs and refusals of valid
+    input, and every case's peak RSS within 20 x its input + the allowance."""
+    cases = attack.cases
+    crashed = [f"{c.name} ({c.outcome})" for c in cases if c.outcome in ("crashed", "hung")]
+    traced = [c.name for c in cases if c.traceback]
+    wrong = [
+        f"{c.name}: {c.wrong}" for c in cases if c.wrong and c.outcome not in ("crashed", "hung")
+    ]
+    refused = [f"{c.name}: {c.line}" for c in cases if c.refused_valid]
+    over = [
+        f"{c.name} ({c.peak_rss_mb:.0f} MB of {c.memory_bound_mb:.0f})"
+        for c in cases
+        if not c.within_memory
+    ]
+    memory = f"hostile input: peak RSS <= {MEMORY_FACTOR:g} x input + {ALLOWANCE_MB:g} MB"
+    return [
+        _check("hostile input: 0 crashes", crashed, len(cases)),
+        _check("hostile input: 0 tracebacks", traced, len(cases)),
+        _check("hostile input: 0 wrong outputs", wrong, len(cases)),
+        _check("hostile input: 0 refusals of valid input", refused, len(cases)),
+        _check(memory, over, len(cases)),
+    ]
 
 
 def _check(name: str, failures: list[str], total: int) -> TargetCheck:
@@ -573,6 +644,8 @@ def format_reliability(report: ReliabilityReport) -> str:
         for c in matrix
         if not c.as_expected
     ]
+    if report.attack is not None:
+        lines.append(format_attack(report.attack))
     lines.append(format_targets(report.targets))
     return "\n".join(lines)
 

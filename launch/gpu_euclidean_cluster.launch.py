@@ -13,6 +13,10 @@ Raw Velodyne packets instead of (or beside) a PointCloud2 topic, decoded inside 
 sensor_model and calibration_file given here override the params file; left empty they leave it
 alone.
 
+A params_file that is missing or unreadable stops the launch before the node starts; when the node
+exits with an error (a bad parameter, a params file it cannot parse) the launch stops with the
+reason and ros2 launch exits with status 1 (gpu_euclidean_cluster.ros.launch_rules).
+
 fastdds_large_clouds:=true is for a LiDAR driver (or bag player) started by the same launch, after
 this file is included: it sets FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB in the launch
 process's environment, which every process the launch starts from then on inherits (so the
@@ -72,7 +76,12 @@ def _large_clouds(context):
 
 
 def _node(context):
-    """The node; sensor_model and calibration_file override the params file when given."""
+    """The node, and the handler that ends the launch when it fails; sensor_model and
+    calibration_file override the params file when given."""
+    from gpu_euclidean_cluster.ros.launch_rules import check_params_file, fail_when_node_fails
+
+    params_file = context.launch_configurations["params_file"]
+    check_params_file("params_file", params_file)
     overrides = {
         "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
     }
@@ -80,21 +89,20 @@ def _node(context):
         value = context.launch_configurations[name]
         if value:
             overrides[name] = value
-    return [
-        Node(
-            package=PACKAGE,
-            executable="euclidean_cluster_node",
-            name="euclidean_cluster_node",
-            namespace=LaunchConfiguration("namespace"),
-            parameters=[LaunchConfiguration("params_file"), overrides],
-            remappings=[
-                ("input/points", LaunchConfiguration("input_topic")),
-                ("input/packets", LaunchConfiguration("packets_topic")),
-            ],
-            arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
-            output="screen",
-        )
-    ]
+    node = Node(
+        package=PACKAGE,
+        executable="euclidean_cluster_node",
+        name="euclidean_cluster_node",
+        namespace=LaunchConfiguration("namespace"),
+        parameters=[params_file, overrides],
+        remappings=[
+            ("input/points", LaunchConfiguration("input_topic")),
+            ("input/packets", LaunchConfiguration("packets_topic")),
+        ],
+        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
+        output="screen",
+    )
+    return [node, fail_when_node_fails(node)]
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -11,7 +11,9 @@ namespaces are derived from the topics: the topic's parent path segment
 points_raw); two topics deriving the same namespace are refused (give namespaces:=). All nodes
 read the same params_file; device_id = i % gpus spreads them over the GPUs round-robin, gpus:=auto
 counting them with CuPy (1 without CuPy or a device). The rules are in
-gpu_euclidean_cluster.ros.multi_lidar; bad arguments stop the launch with one line saying why.
+gpu_euclidean_cluster.ros.multi_lidar; bad arguments stop the launch with one line saying why, as
+does a params_file that is missing or unreadable. When any node exits with an error the launch
+stops with the reason and ros2 launch exits with status 1 (gpu_euclidean_cluster.ros.launch_rules).
 """
 
 import os
@@ -52,30 +54,31 @@ ARGUMENTS = {
 
 def _nodes(context):
     """One node per input topic (gpu_euclidean_cluster.ros.multi_lidar.plan_nodes)."""
+    from gpu_euclidean_cluster.ros.launch_rules import check_params_file, fail_when_node_fails
     from gpu_euclidean_cluster.ros.multi_lidar import describe, plan_nodes
 
     configurations = context.launch_configurations
     plan = plan_nodes(
         configurations["input_topics"], configurations["namespaces"], configurations["gpus"]
     )
+    check_params_file("params_file", configurations["params_file"])
     actions = [LogInfo(msg="multi_lidar: " + line) for line in describe(plan, NODE_NAME)]
     for lidar in plan:
         overrides = {
             "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
             "device_id": lidar.device_id,
         }
-        actions.append(
-            Node(
-                package=PACKAGE,
-                executable=NODE_NAME,
-                name=NODE_NAME,
-                namespace=lidar.namespace,
-                parameters=[configurations["params_file"], overrides],
-                remappings=[("input/points", lidar.input_topic)],
-                arguments=["--ros-args", "--log-level", configurations["log_level"]],
-                output="screen",
-            )
+        node = Node(
+            package=PACKAGE,
+            executable=NODE_NAME,
+            name=NODE_NAME,
+            namespace=lidar.namespace,
+            parameters=[configurations["params_file"], overrides],
+            remappings=[("input/points", lidar.input_topic)],
+            arguments=["--ros-args", "--log-level", configurations["log_level"]],
+            output="screen",
         )
+        actions += [node, fail_when_node_fails(node)]
     return actions
 
 

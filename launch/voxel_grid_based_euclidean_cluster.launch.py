@@ -17,6 +17,10 @@ is, reads ``input_pointcloud`` and publishes tier4_perception_msgs/DetectedObjec
   ``container_package``, ``container_executable``, ``ld_preload_value``: accepted, not
   applicable (``input_map`` is unused by Autoware as well): the node is a Python process of its
   own, not a component loaded into a C++ container.
+
+A params file that is missing or unreadable stops the launch before the node starts; when the node
+exits with an error the launch stops with the reason and ``ros2 launch`` exits with status 1
+(``gpu_euclidean_cluster.ros.launch_rules``).
 """
 
 import math
@@ -60,8 +64,13 @@ ARGUMENTS = {
 
 
 def _node(context):
-    """The node, and a note when a container was asked for."""
+    """The node, the handler that ends the launch when it fails, and a note when a container was
+    asked for."""
+    from gpu_euclidean_cluster.ros.launch_rules import check_params_file, fail_when_node_fails
+
     configuration = context.launch_configurations
+    params_file = configuration["voxel_grid_based_euclidean_param_path"]
+    check_params_file("voxel_grid_based_euclidean_param_path", params_file)
     overrides = {"algorithm": configuration["algorithm"]}
     if configuration["use_low_height_cropbox"].strip().lower() not in ("true", "1"):
         overrides.update(min_z=-math.inf, max_z=math.inf)
@@ -73,20 +82,18 @@ def _node(context):
                 "node runs as its own process (rclpy has no components)"
             )
         )
-    actions.append(
-        Node(
-            package=PACKAGE,
-            executable="euclidean_cluster_node",
-            name="euclidean_cluster",
-            parameters=[configuration["voxel_grid_based_euclidean_param_path"], overrides],
-            remappings=[
-                ("input/points", LaunchConfiguration("input_pointcloud")),
-                ("output/objects_with_feature", LaunchConfiguration("output_clusters")),
-            ],
-            output="screen",
-        )
+    node = Node(
+        package=PACKAGE,
+        executable="euclidean_cluster_node",
+        name="euclidean_cluster",
+        parameters=[params_file, overrides],
+        remappings=[
+            ("input/points", LaunchConfiguration("input_pointcloud")),
+            ("output/objects_with_feature", LaunchConfiguration("output_clusters")),
+        ],
+        output="screen",
     )
-    return actions
+    return [*actions, node, fail_when_node_fails(node)]
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -1,10 +1,15 @@
 """Helpers for the node tests: clouds as messages, a peer node that publishes and records, marker
-bookkeeping, and ROS domain isolation. Import only after ``pytest.importorskip("rclpy")``."""
+bookkeeping. Import only after ``pytest.importorskip("rclpy")``.
+
+Isolation: every node under test runs in a namespace of its own (``_ros2_tools.own_namespace``)
+on the test process's own domain (``_ros2_tools.own_domain_id``), and the :class:`Peer` lives in
+the same namespace, so its relative topics and parameter calls (``set_parameters(NAME, ...)``)
+reach only the node the test started, never a same-named node that someone else runs.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +36,8 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
 from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
 from gpu_euclidean_cluster.ros.node import EuclideanClusterNode
 
+from ._ros2_tools import own_domain_id, own_namespace
+
 #: Generous but bounded waits: the CI machine has 2 cores and clusters on the CPU.
 TIMEOUT_S = 60.0
 
@@ -49,21 +56,17 @@ OUTPUTS = {
 }
 
 
-def random_domain_id() -> int:
-    """A ROS domain id for this test module, away from the replay tests' 1..100."""
-    return random.randint(101, 200)
-
-
 @contextlib.contextmanager
 def running_node(backend: str, **overrides: Any) -> Iterator[tuple[EuclideanClusterNode, Peer]]:
-    """An isolated context with the node on ``backend`` (and start-up ``overrides``) and a
-    connected peer, both spinning."""
+    """A context of its own with the node on ``backend`` (and start-up ``overrides``) in a
+    namespace of its own, and a connected peer in that namespace, both spinning."""
     context = rclpy.Context()
-    rclpy.init(context=context, domain_id=random_domain_id())
+    rclpy.init(context=context, domain_id=own_domain_id())
+    namespace = own_namespace("node")
     given = [Parameter("backend", value=backend)]
     given += [Parameter(name, value=value) for name, value in overrides.items()]
-    node = EuclideanClusterNode(context=context, parameter_overrides=given)
-    peer = Peer(context, (node,))
+    node = EuclideanClusterNode(context=context, namespace=namespace, parameter_overrides=given)
+    peer = Peer(context, (node,), namespace=namespace)
     try:
         peer.wait_connected()
         yield node, peer
@@ -133,7 +136,9 @@ class Peer:
     Args:
         context: the rclpy context (already initialised).
         nodes: further nodes to spin in the same executor (e.g. the node under test).
-        namespace: where the node under test's relative topics live.
+        namespace: the node under test's namespace; the peer's own node lives there too, so its
+            relative topic and node names (``set_parameters("euclidean_cluster_node", ...)``)
+            resolve to the node under test.
         input_topic: where to publish input clouds (default: ``<namespace>/input/points``).
     """
 
@@ -144,17 +149,15 @@ class Peer:
         namespace: str = "",
         input_topic: str | None = None,
     ) -> None:
-        self.node = rclpy.create_node("test_peer", context=context)
+        self.node = rclpy.create_node("test_peer", namespace=namespace, context=context)
         self._condition = threading.Condition()
         self.received: dict[str, list[Any]] = {topic: [] for topic in OUTPUTS}
         self._clients: dict[str, AsyncParameterClient] = {}
-        prefix = f"{namespace}/" if namespace else ""
-        for topic, kind in OUTPUTS.items():
-            name = topic if topic.startswith("/") else prefix + topic
-            self.node.create_subscription(kind, name, self._recorder(topic), 10)
+        for topic, kind in OUTPUTS.items():  # relative names: in the namespace
+            self.node.create_subscription(kind, topic, self._recorder(topic), 10)
         input_qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.publisher = self.node.create_publisher(
-            PointCloud2, input_topic or f"{prefix}input/points", input_qos
+            PointCloud2, input_topic or "input/points", input_qos
         )
         self.executor = MultiThreadedExecutor(context=context)
         for node in (self.node, *nodes):

@@ -4,9 +4,18 @@ venv by ``pip install -e '.[ros,test]'``.
 
 - :func:`ensure_installed`: pip-installs missing tools once (a file lock keeps parallel sessions
   from installing at the same time) and says why when it cannot.
-- :func:`private_domain`: a ROS domain id no other test of this suite uses meanwhile.
+- :func:`isolate_discovery` (called by ``conftest.py`` before any test): this test process's own
+  discovery scope, inherited by every rclpy context it creates and every process it starts: a
+  ROS domain id no other test process of this suite holds (:func:`own_domain_id`, a file lock
+  held until the process ends) and ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (no participant on
+  another host is discovered, whatever its domain). :func:`own_namespace` gives each node a test
+  starts a namespace of its own, so that a same-named node on the same domain that the test did
+  not start (a robot's live node) is never addressed: a test's parameter calls, publications and
+  subscriptions all resolve inside its namespace.
 - :func:`ros2_env` / :func:`user_env`: the environment of the CLI and of a process started as a
-  user would start it.
+  user would start it. :func:`user_env` is the one exception to the LOCALHOST range: it is a
+  user's default environment, whose Fast DDS transport choice is what its tests check (the node
+  leaves Fast DDS to rmw under LOCALHOST); its processes still get the test process's domain.
 - :func:`run` / :func:`retry` / :class:`Background`: bounded subprocesses, each in its own process
   group, which is always killed.
 
@@ -28,8 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from pathlib import Path
+from typing import IO
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "gpu_euclidean_cluster"
@@ -160,28 +170,53 @@ def ensure_colcon() -> str | None:
     return ensure_installed("colcon", COLCON_MODULES, COLCON_PACKAGES)
 
 
+#: the ROS domain ids of the test suite (the benchmarks take 201..232, within Fast DDS's ports)
+TEST_DOMAINS = range(101, 201)
+#: discovery variables that would widen a test process's scope beyond this host and its domain
+WIDENING_SETTINGS = ("ROS_STATIC_PEERS", "ROS_DISCOVERY_SERVER", "ROS_LOCALHOST_ONLY")
+#: the lock files of the domains this process holds, open until it ends
+_HELD_DOMAIN_LOCKS: list[IO[str]] = []
+
+
+@functools.cache
+def own_domain_id() -> int:
+    """This test process's ROS domain id: one of :data:`TEST_DOMAINS` that no other test process
+    of this suite holds, claimed with a file lock kept until the process ends."""
+    candidates = list(TEST_DOMAINS)
+    random.shuffle(candidates)
+    for domain in candidates:
+        lock = open(Path(tempfile.gettempdir()) / f"{PACKAGE}-ros-domain-{domain}.lock", "w")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _HELD_DOMAIN_LOCKS.append(lock)
+        return domain
+    raise RuntimeError(f"every ROS domain id in {TEST_DOMAINS} is held by another test process")
+
+
+def isolate_discovery(environ: MutableMapping[str, str] = os.environ) -> int:
+    """Give this process (and what it starts) its own discovery scope: ``ROS_DOMAIN_ID`` =
+    :func:`own_domain_id`, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, no static peers or
+    discovery server. Returns the domain id."""
+    domain = own_domain_id()
+    for name in WIDENING_SETTINGS:
+        environ.pop(name, None)
+    environ["ROS_DOMAIN_ID"] = str(domain)
+    environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    return domain
+
+
 @contextlib.contextmanager
 def private_domain() -> Iterator[int]:
-    """A random ROS domain id (the node tests' range) that no other test of this suite holds.
+    """This test process's ROS domain id (:func:`own_domain_id`), for the test's duration."""
+    yield own_domain_id()
 
-    Each id is claimed with a file lock for the duration, so concurrent test sessions of this
-    suite never share one; other programs are unlikely to use the same random id.
-    """
-    from ._node_helpers import random_domain_id
 
-    for _ in range(500):
-        domain = random_domain_id()
-        with open(Path(tempfile.gettempdir()) / f"{PACKAGE}-ros-domain-{domain}.lock", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            try:
-                yield domain
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-            return
-    raise RuntimeError("no free ROS domain id")
+def own_namespace(stem: str = "test") -> str:
+    """A namespace no other node has: ``/<stem>_<pid>_<random>`` (see the module docstring)."""
+    return f"/{stem}_{os.getpid()}_{random_suffix()}"
 
 
 def _base_env(domain: int) -> dict[str, str]:
@@ -193,15 +228,17 @@ def _base_env(domain: int) -> dict[str, str]:
 
 
 def user_env(domain: int) -> dict[str, str]:
-    """A user's default environment: no RMW or Fast DDS configuration; only the domain is ours."""
+    """A user's default environment: no RMW, Fast DDS or discovery configuration; only the domain
+    is ours (the exception to the LOCALHOST range: see the module docstring)."""
     return _base_env(domain)
 
 
 def ros2_env(domain: int, ament_prefix: Path | None = PREFIX) -> dict[str, str]:
     """The environment of the ros2 CLI (as the README says to set it up for a pip install):
     AMENT_PREFIX_PATH at the venv, Fast DDS chosen explicitly, no transport setting (the CLI is
-    a default-configured participant), the private domain."""
+    a default-configured participant), the test process's domain and the LOCALHOST range."""
     env = _base_env(domain)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
     if ament_prefix is not None:
         env["AMENT_PREFIX_PATH"] = str(ament_prefix)

@@ -1,5 +1,10 @@
 """Shared fixtures: real LiDAR frames, PCL reference counts, a CUDA skip, a brute-force oracle.
 
+Before any test runs, the test process takes its own ROS discovery scope
+(``_ros2_tools.isolate_discovery``: a ROS domain id no other test process holds, and
+``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``), which every rclpy context it creates and every
+process it starts inherit.
+
 The oracle is deliberately independent of the library's neighbour code: it compares all pairs
 with its own float32 arithmetic and labels components with its own union-find.
 """
@@ -18,6 +23,7 @@ import pytest
 from gpu_euclidean_cluster.clusterer import cuda_available
 from gpu_euclidean_cluster.core.config import METHODS, SEARCHES
 
+from ._ros2_tools import isolate_discovery
 from ._stray_asyncio import StrayAsyncioReports
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +64,7 @@ STRAY_ASYNCIO = StrayAsyncioReports()
 
 def pytest_configure(config: pytest.Config) -> None:
     STRAY_ASYNCIO.install()
+    isolate_discovery()
 
 
 @pytest.hookimpl(wrapper=True)

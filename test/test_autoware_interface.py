@@ -161,7 +161,15 @@ def test_launch_files_declare_autoware_arguments_with_autoware_defaults():
 @pytest.fixture(scope="module")
 def launched_autoware(tmp_path_factory) -> Iterator[tuple[object, dict[str, str], str]]:
     pytest.importorskip("rclpy")
-    from ._ros2_tools import PACKAGE, PREFIX, Background, ensure_ros_tools, private_domain, ros2_env
+    from ._ros2_tools import (
+        PACKAGE,
+        PREFIX,
+        Background,
+        ensure_ros_tools,
+        own_namespace,
+        private_domain,
+        ros2_env,
+    )
 
     missing = ensure_ros_tools()
     if missing:
@@ -172,21 +180,25 @@ def launched_autoware(tmp_path_factory) -> Iterator[tuple[object, dict[str, str]
     directory = tmp_path_factory.mktemp("autoware")
     params = directory / "old_generation.param.yaml"
     params.write_text(yaml.safe_dump({"/**": {"ros__parameters": OLD_GENERATION}}))
+    # As Autoware includes it: inside a group with a namespace (here one of this test's own).
+    namespace = own_namespace("autoware")
+    wrapper = directory / "in_a_namespace.launch.xml"
+    wrapper.write_text(
+        f"""<launch><group><push_ros_namespace namespace="{namespace}"/>
+  <include file="$(find-pkg-share {PACKAGE})/launch/{LAUNCH_XML.name}">
+    <arg name="input_pointcloud" value="{namespace}/pointcloud"/>
+    <arg name="output_clusters" value="{namespace}/clusters"/>
+    <arg name="voxel_grid_based_euclidean_param_path" value="{params}"/>
+    <arg name="use_pointcloud_container" value="true"/>
+  </include>
+</group></launch>
+"""
+    )
     with private_domain() as domain:
         env = ros2_env(domain)
-        command = [
-            "ros2",
-            "launch",
-            PACKAGE,
-            LAUNCH_XML.name,
-            "input_pointcloud:=/aw_test/pointcloud",
-            "output_clusters:=/aw_test/clusters",
-            f"voxel_grid_based_euclidean_param_path:={params}",
-            "use_pointcloud_container:=true",
-        ]
-        launch = Background(command, env, directory / "launch.log")
+        launch = Background(["ros2", "launch", str(wrapper)], env, directory / "launch.log")
         try:
-            yield launch, env, "/euclidean_cluster"
+            yield launch, env, f"{namespace}/euclidean_cluster"
         finally:
             launch.close()
 

@@ -29,14 +29,15 @@ from gpu_euclidean_cluster.core.cluster_stats import cluster_table  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io.loader import load_points  # noqa: E402
 
 from ._perception_msgs import perception_msgs_env  # noqa: E402
-from ._ros2_tools import BIN, Background, private_domain, user_env  # noqa: E402
+from ._ros2_tools import BIN, Background, own_namespace, private_domain, user_env  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 FRAME = "kitti_000001.bin"
 D_TH = 0.5
-INPUT = "/input/points"
-TOPICS = ("/output/objects_with_feature", "/output/objects", "/output/detections")
+#: relative to the namespace all processes of the test share (one of its own)
+INPUT = "input/points"
+TOPICS = ("output/objects_with_feature", "output/objects", "output/detections")
 FIRST_STAMP = 100
 #: What the message packages' setup.bash sets for a process that uses them.
 MSGS_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "AMENT_PREFIX_PATH", "CMAKE_PREFIX_PATH")
@@ -81,24 +82,28 @@ def test_node_publishes_autowares_objects_of_the_librarys_clusters(
         pytest.skip(f"LiDAR frame {path} not found (set LIDAR_DATA_DIR to the data folder)")
     summary = tmp_path / "received.npz"
     module = [str(BIN / "python"), "-m", "test.test_autoware_outputs"]
+    namespace = own_namespace("autoware_outputs")
     with private_domain() as domain:
         env = user_env(domain)
         env.update({k: msgs_env[k] for k in MSGS_VARIABLES if k in msgs_env})
         node = Background(
             [str(BIN / "euclidean_cluster_node"), "--ros-args", "-p", "backend:=cpu",
              "-p", "qos_reliability:=reliable", "-p", f"d_th:={D_TH}", "-p", "use_height:=true",
-             "-r", f"input/points:={INPUT}"],
+             "-r", f"__ns:={namespace}"],
             env, tmp_path / "node.log",
         )  # fmt: skip
         reader = publisher = None
         try:
             reader = Background(
-                [*module, "read", str(summary)], env, tmp_path / "reader.log", cwd=REPO
+                [*module, "read", str(summary), namespace], env, tmp_path / "reader.log", cwd=REPO
             )
             wait_until(lambda: "ready" in reader.output(), TIMEOUT_S, "reader not ready", reader,
                        node)  # fmt: skip
             publisher = Background(
-                [*module, "publish", str(path)], env, tmp_path / "publisher.log", cwd=REPO
+                [*module, "publish", str(path), namespace],
+                env,
+                tmp_path / "publisher.log",
+                cwd=REPO,
             )
             wait_until(lambda: not reader.alive(), TIMEOUT_S, "no objects", reader, node, publisher)
             assert reader.process.returncode == 0, reader.output()
@@ -159,7 +164,7 @@ def test_node_publishes_autowares_objects_of_the_librarys_clusters(
 # ------------------------------------------------------------------------- the child processes
 
 
-def _publish(frame: str) -> int:
+def _publish(frame: str, namespace: str) -> int:
     """Publish the frame (reliable, frame_id velodyne) until the reader has its objects."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import PointCloud2
@@ -170,7 +175,7 @@ def _publish(frame: str) -> int:
 
     cloud = from_structured(frame_points(Path(frame)), is_dense=True)
     rclpy.init()
-    node = rclpy.create_node("kitti_publisher")
+    node = rclpy.create_node("kitti_publisher", namespace=namespace)
     qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
     publisher = node.create_publisher(PointCloud2, INPUT, qos)
     deadline = time.monotonic() + TIMEOUT_S
@@ -186,7 +191,7 @@ def _publish(frame: str) -> int:
     return 0
 
 
-def _read(summary: str) -> int:
+def _read(summary: str, namespace: str) -> int:
     """Receive the three outputs of one frame and write what they hold to ``summary`` (npz)."""
     import threading
 
@@ -196,7 +201,7 @@ def _read(summary: str) -> int:
     from vision_msgs.msg import Detection3DArray
 
     rclpy.init()
-    node = rclpy.create_node("object_reader")
+    node = rclpy.create_node("object_reader", namespace=namespace)
     received: dict[str, dict[int, object]] = {topic: {} for topic in TOPICS}
     qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     kinds = (DetectedObjectsWithFeature, DetectedObjects, Detection3DArray)
@@ -303,5 +308,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("role", choices=("publish", "read"))
     parser.add_argument("path")
+    parser.add_argument("namespace")
     options = parser.parse_args()
-    sys.exit(_publish(options.path) if options.role == "publish" else _read(options.path))
+    role = _publish if options.role == "publish" else _read
+    sys.exit(role(options.path, options.namespace))

@@ -30,13 +30,22 @@ CASE_KEYS = {
 ZERO_TARGETS = (
     "0 crashes over the malformed-message matrix",
     "0 tracebacks over the malformed-message matrix",
+    "hostile input: 0 crashes",
+    "hostile input: 0 tracebacks",
 )
+#: the groups of the hostile-input suite that run wherever the node runs
+ATTACK_GROUPS = {"memory", "files", "bags", "options", "node"}
 
 
 @pytest.fixture(scope="module")
 def typed_report(tmp_path_factory: pytest.TempPathFactory) -> ReliabilityReport:
     pytest.importorskip("rclpy")
-    options = replace(QUICK_OPTIONS, log_dir=tmp_path_factory.mktemp("reliability"))
+    from ._ros2_tools import own_domain_id
+
+    # the benchmark's node processes on this test process's own domain (see _ros2_tools)
+    options = replace(
+        QUICK_OPTIONS, log_dir=tmp_path_factory.mktemp("reliability"), domain_id=own_domain_id()
+    )
     return run_reliability(options)
 
 
@@ -74,8 +83,13 @@ def test_quick_report_has_every_part(report, typed_report):
     assert {"missing_z", "truncated_data", "bigendian_flag_over_le_data"} <= {
         c["name"] for c in matrix
     }
+    attack = report["attack"]
+    assert {case["group"] for case in attack["cases"]} >= ATTACK_GROUPS
+    assert [row["group"] for row in attack["totals"]][-1] == "all"
+    assert attack["totals"][-1]["cases"] == len(attack["cases"]) >= 50
     assert {t["name"] for t in report["targets"]} >= set(ZERO_TARGETS)
     summary = format_reliability(typed_report)
+    assert "hostile input totals:" in summary
     assert all(t["name"] in summary for t in report["targets"])
 
 

@@ -1,8 +1,9 @@
 """Large clouds between processes by default.
 
-The node runs as its own process, started exactly as a user starts it: the
-``euclidean_cluster_node`` console script, no arguments, default parameters (backend ``auto``: the
-CPU without a GPU) and a default environment (no RMW or Fast DDS setting; only a private
+The node runs as its own process, started as a user starts it: the
+``euclidean_cluster_node`` console script, no arguments but a namespace of the test's own (so that
+nothing of the test reaches a node it did not start), default parameters (backend ``auto``: the
+CPU without a GPU) and a default environment (no RMW or Fast DDS setting; only the test process's
 ROS_DOMAIN_ID). The real kitti_000001 frame (120 268 points, about 1.9 MB) comes from *another*
 process, the package's own ``replay`` tool playing a bag written by ``gpu-euclidean-cluster
 make-bag``, once best-effort (as a LiDAR driver with sensor-data QoS) and once reliable (as a bag
@@ -44,6 +45,7 @@ from ._ros2_tools import (  # noqa: E402
     SPIN,
     Background,
     describe,
+    own_namespace,
     private_domain,
     retry,
     ros2,
@@ -63,10 +65,12 @@ pytestmark = [
 
 FRAME = "kitti_000001.bin"
 D_TH = 0.5
-NODE = "/euclidean_cluster_node"
-#: the node subscribes ``input/points`` relative to its (root) namespace
-INPUT_TOPIC = "/input/points"
-OUTPUTS = ("/output/labeled_points", "/output/clusters")
+#: the node's namespace, one of this test's own
+NAMESPACE = own_namespace("cross_process")
+NODE = f"{NAMESPACE}/euclidean_cluster_node"
+#: the node subscribes ``input/points`` relative to its namespace
+INPUT_TOPIC = f"{NAMESPACE}/input/points"
+OUTPUTS = (f"{NAMESPACE}/output/labeled_points", f"{NAMESPACE}/output/clusters")
 #: clustering kitti_000001 on 2 CPU cores takes a few seconds; discovery under load, too
 TIMEOUT_S = 120.0
 #: what the node logs when it chose the large-cloud transport itself (nothing was inherited)
@@ -118,9 +122,11 @@ def bags(frame, lidar_data_dir: Path, tmp_path_factory) -> dict[str, tuple[Path,
 
 @pytest.fixture(scope="module")
 def node(domain, tmp_path_factory) -> Iterator[Background]:
-    """``euclidean_cluster_node`` with no arguments, in a user's default environment."""
+    """``euclidean_cluster_node`` with no arguments but its namespace, in a user's default
+    environment."""
     log = tmp_path_factory.mktemp("node") / "node.log"
-    process = Background([str(BIN / "euclidean_cluster_node")], user_env(domain), log)
+    command = [str(BIN / "euclidean_cluster_node"), "--ros-args", "-r", f"__ns:={NAMESPACE}"]
+    process = Background(command, user_env(domain), log)
     try:
         yield process
     finally:

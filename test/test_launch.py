@@ -79,12 +79,18 @@ def test_generate_launch_description(ros_tools, monkeypatch):
     functions = [e._OpaqueFunction__function for e in opaque]
     assert module._node in functions
 
-    empty = SimpleNamespace(launch_configurations={"sensor_model": "", "calibration_file": ""})
-    (node,) = module._node(empty)  # _node reads only launch_configurations of the context
+    from launch.actions import RegisterEventHandler
+
+    params = {"params_file": default_params.text}
+    empty = SimpleNamespace(
+        launch_configurations={**params, "sensor_model": "", "calibration_file": ""}
+    )
+    node, on_exit = module._node(empty)  # _node reads only launch_configurations of the context
     assert isinstance(node, Node)
+    assert isinstance(on_exit, RegisterEventHandler)  # a failing node fails the launch
     assert "sensor_model" not in _overrides(node), "empty arguments leave the params file alone"
-    given = {"sensor_model": "VLS128", "calibration_file": "/c.yaml"}
-    (node,) = module._node(SimpleNamespace(launch_configurations=given))
+    given = {**params, "sensor_model": "VLS128", "calibration_file": "/c.yaml"}
+    node, _ = module._node(SimpleNamespace(launch_configurations=given))
     overrides = {k: yaml.safe_load(v) for k, v in _overrides(node).items()}
     assert overrides["sensor_model"] == "VLS128" and overrides["calibration_file"] == "/c.yaml"
     remapped = ["".join(part.text for part in name) for name, _ in node._Node__remappings]

@@ -262,7 +262,7 @@ def test_bag_replayed_into_the_node_keeps_every_field(tmp_path, monkeypatch, lay
         options = ReplayOptions(
             bag=bag,
             rate=4.0,
-            remap={"/points_raw": "/input/points"},
+            remap={"/points_raw": f"{node.get_namespace()}/input/points"},
             wait_for_subscribers_s=10.0,
             progress=False,
         )

@@ -157,7 +157,7 @@ def _load_launch_module():
 def test_generate_launch_description(ros_tools, monkeypatch):
     monkeypatch.setenv("AMENT_PREFIX_PATH", sys.prefix)
     module = _load_launch_module()
-    from launch.actions import DeclareLaunchArgument, LogInfo
+    from launch.actions import DeclareLaunchArgument, LogInfo, RegisterEventHandler
     from launch_ros.actions import Node
 
     description = module.generate_launch_description()
@@ -170,18 +170,19 @@ def test_generate_launch_description(ros_tools, monkeypatch):
         "input_topics": "/sensing/lidar/top/pointcloud,/sensing/lidar/left/pointcloud",
         "namespaces": "",
         "gpus": "2",
-        "params_file": "/p.yaml",
+        "params_file": default_params.text,
         "use_sim_time": "false",
         "log_level": "warn",
     }
     actions = module._nodes(SimpleNamespace(launch_configurations=configurations))
     nodes = [a for a in actions if isinstance(a, Node)]
     assert len([a for a in actions if isinstance(a, LogInfo)]) == 2
+    assert len([a for a in actions if isinstance(a, RegisterEventHandler)]) == 2  # one per node
     assert [n._Node__node_namespace for n in nodes] == ["top", "left"]
     topics = configurations["input_topics"].split(",")
     for node, device, topic in zip(nodes, (0, 1), topics, strict=True):
         params_file, overrides = node._Node__parameters
-        assert _text(params_file.param_file) == "/p.yaml"
+        assert _text(params_file.param_file) == default_params.text
         assert {_text(k): v for k, v in overrides.items()}["device_id"] == device
         (remap,) = node._Node__remappings
         assert (_text(remap[0]), _text(remap[1])) == ("input/points", topic)

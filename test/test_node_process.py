@@ -23,34 +23,36 @@ from ._node_helpers import (  # noqa: E402
     cloud_message,
     decode,
     diagnostic_values,
-    random_domain_id,
     xyzi_array,
 )
+from ._ros2_tools import own_domain_id, own_namespace  # noqa: E402
 
 pytestmark = pytest.mark.ros
 REPO = Path(__file__).resolve().parent.parent
 PRESET = REPO / "config" / "hdl64e.param.yaml"
-NAMESPACE = "/perception"
-INPUT_TOPIC = "/points_raw"
+#: every node this module starts lives here (see _ros2_tools: isolation)
+NAMESPACE = own_namespace("perception")
+INPUT_TOPIC = f"{NAMESPACE}/points_raw"
 _MODULE = "gpu_euclidean_cluster.ros.node"
 
 
 def _command(*ros_args: str) -> list[str]:
+    """The node's command line with ``ros_args``, in this module's namespace."""
     script = Path(sys.executable).parent / "euclidean_cluster_node"
     launcher = [str(script)] if script.exists() else [sys.executable, "-m", _MODULE]
-    return [*launcher, "--ros-args", *ros_args]
+    return [*launcher, "--ros-args", "-r", f"__ns:={NAMESPACE}", *ros_args]
 
 
 @pytest.fixture(scope="module")
 def domain_id() -> int:
-    return random_domain_id()
+    return own_domain_id()
 
 
 @pytest.fixture(scope="module")
 def node_process(domain_id):
     """The node with the HDL-64E preset, CPU backend, in a namespace, input remapped."""
     args = ["--params-file", str(PRESET), "-p", "backend:=cpu"]
-    args += ["-r", f"__ns:={NAMESPACE}", "-r", f"input/points:={INPUT_TOPIC}"]
+    args += ["-r", f"input/points:={INPUT_TOPIC}"]
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
     process = subprocess.Popen(
         _command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

@@ -33,7 +33,7 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import (  # noqa: E402
 )
 
 from ._perception_msgs import perception_msgs_env  # noqa: E402
-from ._ros2_tools import BIN, Background, private_domain, user_env  # noqa: E402
+from ._ros2_tools import BIN, Background, own_namespace, private_domain, user_env  # noqa: E402
 from .test_velodyne_decoder import CASES  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -44,8 +44,12 @@ SENSORS = {
     for model, folder in (("VLP32", "vlp32"), ("VLS128", "vls128"))
     for bag, _, settings, calibration in [CASES[folder]]
 }
-PACKETS_TOPIC = "/input/packets"
-LABELED = "/output/labeled_points"
+#: the namespace of the test's node, one of its own
+NAMESPACE = own_namespace("packet_input")
+PACKETS_TOPIC = f"{NAMESPACE}/input/packets"
+LABELED = f"{NAMESPACE}/output/labeled_points"
+#: where replay publishes the sweeps it decodes, and the node's input/points is remapped to
+SWEEPS_TOPIC = f"{NAMESPACE}/pointcloud_raw_ex"
 TIMEOUT_S = 90.0
 #: What the message packages' setup.bash sets for a process that uses them.
 MSGS_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "AMENT_PREFIX_PATH", "CMAKE_PREFIX_PATH")
@@ -138,7 +142,15 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
         env = user_env(domain)
         env.update({k: msgs_env[k] for k in MSGS_VARIABLES if k in msgs_env})
         node = Background(
-            [str(BIN / "euclidean_cluster_node"), "--ros-args", *params], env, tmp_path / "node.log"
+            [
+                str(BIN / "euclidean_cluster_node"),
+                "--ros-args",
+                "-r",
+                f"__ns:={NAMESPACE}",
+                *params,
+            ],
+            env,
+            tmp_path / "node.log",
         )
         recorder = LabeledRecorder(domain)
         try:
@@ -172,7 +184,8 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
         env = user_env(domain)
         node = Background(
             [str(BIN / "euclidean_cluster_node"), "--ros-args", "-p", "backend:=cpu",
-             "-p", "qos_reliability:=reliable", "-r", "input/points:=/pointcloud_raw_ex"],
+             "-p", "qos_reliability:=reliable", "-r", f"__ns:={NAMESPACE}",
+             "-r", f"input/points:={SWEEPS_TOPIC}"],
             env, tmp_path / "node.log",
         )  # fmt: skip
         recorder = LabeledRecorder(domain)
@@ -181,7 +194,7 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
                 [str(BIN / "replay"), str(packet_bag), "--sensor-model", "VLS128",
                  "--calibration", str(lidar_data_dir / calibration), "--cloud-max-angle", "359",
                  "--rate", "0.25", "--wait-for-subscribers", "30", "--min-subscribers", "2",
-                 "--quiet"],
+                 "--remap", f"/pointcloud_raw_ex:={SWEEPS_TOPIC}", "--quiet"],
                 env, tmp_path / "replay.log",
             )  # fmt: skip
             wait_for_clouds(recorder, len(expected))
@@ -191,6 +204,6 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
             node.interrupt(group=True, timeout_s=30)
             node.close()
     replay_log = (tmp_path / "replay.log").read_text()
-    assert "/velodyne_packets -> /pointcloud_raw_ex" in replay_log, replay_log
+    assert f"/velodyne_packets -> {SWEEPS_TOPIC}" in replay_log, replay_log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), replay_log)
     assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z"))

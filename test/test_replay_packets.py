@@ -12,7 +12,6 @@ field is compared.)
 from __future__ import annotations
 
 import io
-import random
 import threading
 from pathlib import Path
 
@@ -55,11 +54,6 @@ TOPICS = {
 TIMING_TOLERANCE_S = 0.08
 #: PointField datatypes of POINT_DTYPE's fields (FLOAT32 7, UINT8 2, UINT16 4, UINT32 6)
 DATATYPES = {"<f4": 7, "|u1": 2, "<u2": 4, "<u4": 6}
-
-
-@pytest.fixture(autouse=True)
-def _isolated_domain(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.randint(101, 200)))
 
 
 def bag_of(folder: str) -> Path:

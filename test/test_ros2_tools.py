@@ -43,9 +43,9 @@ pytestmark = pytest.mark.ros
 NODE = "euclidean_cluster_node"
 LAUNCH_FILE = "gpu_euclidean_cluster.launch.py"
 #: where the launched node lives (launch arguments namespace:= and input_topic:=)
-NAMESPACE = "gec_launch"
+NAMESPACE = f"gec_launch_{random_suffix()}"
 LAUNCHED = f"/{NAMESPACE}/{NODE}"
-INPUT_TOPIC = "/gec_launch_input/points"
+INPUT_TOPIC = f"/{NAMESPACE}_input/points"
 #: the preset passed as params_file:= (its values differ from the node's defaults)
 PRESET = "hdl64e.param.yaml"
 CONFIGS = sorted((REPO_ROOT / "config").glob("*.yaml"))

@@ -35,7 +35,8 @@ from gpu_euclidean_cluster.ros import serialized  # noqa: E402
 from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message  # noqa: E402
 from gpu_euclidean_cluster.ros.markers import MarkerBuilder  # noqa: E402
 
-from ._node_helpers import TIMEOUT_S, random_domain_id  # noqa: E402
+from ._node_helpers import TIMEOUT_S  # noqa: E402
+from ._ros2_tools import own_domain_id  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -340,7 +341,7 @@ def test_messages_instead_of_bytes_when_the_check_fails(mismatching_encoding):
 def test_published_bytes_arrive_as_messages():
     """Bytes through rclpy publishers, received as messages by subscriptions in this process."""
     context = rclpy.Context()
-    rclpy.init(context=context, domain_id=random_domain_id())
+    rclpy.init(context=context, domain_id=own_domain_id())
     node = rclpy.create_node("serialized_test", context=context)
     executor = SingleThreadedExecutor(context=context)
     try:

@@ -48,6 +48,7 @@ from ._ros2_tools import (  # noqa: E402
     RMW_SETTINGS,
     Background,
     describe,
+    own_namespace,
     private_domain,
     run,
     user_env,
@@ -64,15 +65,19 @@ pytestmark = [
 ]
 
 FRAME = "kitti_000001.bin"
-TOPIC = "/input/points"
+#: the node's namespace, one of this test's own, and its input topic
+NAMESPACE = own_namespace("third_party")
+TOPIC = f"{NAMESPACE}/input/points"
 PUBLISHER = Path(__file__).resolve().parent / "_stock_publisher.py"
 PROFILE = REPO_ROOT / "config" / PROFILE_FILE
 COUNT, RATE_HZ = 20, 5.0
 #: node start-up, discovery and clustering on 2 busy cores
 TIMEOUT_S = 60.0
 #: the node's warnings (ros/loss_monitor.py)
-GAPS = re.compile(r"\[WARN\].*\d+ of \d+ frames \(\d+ %\) published on /input/points in the last")
-SILENCE = re.compile(r"\[WARN\].*no frame arrived on /input/points for \d+ s while")
+GAPS = re.compile(
+    rf"\[WARN\].*\d+ of \d+ frames \(\d+ %\) published on {re.escape(TOPIC)} in the last"
+)
+SILENCE = re.compile(rf"\[WARN\].*no frame arrived on {re.escape(TOPIC)} for \d+ s while")
 
 
 class Diagnostics:
@@ -132,9 +137,11 @@ def domain() -> Iterator[int]:
 
 @pytest.fixture(scope="module")
 def node(domain, frame_path, tmp_path_factory) -> Iterator[Background]:
-    """``euclidean_cluster_node`` with no arguments, in a user's default environment."""
+    """``euclidean_cluster_node`` with no arguments but its namespace, in a user's default
+    environment."""
     log = tmp_path_factory.mktemp("node") / "node.log"
-    process = Background([str(BIN / "euclidean_cluster_node")], user_env(domain), log)
+    command = [str(BIN / "euclidean_cluster_node"), "--ros-args", "-r", f"__ns:={NAMESPACE}"]
+    process = Background(command, user_env(domain), log)
     try:
         yield process
     finally:

@@ -6,8 +6,9 @@ arguments returning the exit status). Heavy imports (CuPy, rclpy, matplotlib) ha
 ``run`` so that ``--help`` and the other sub-commands stay fast.
 
 Expected failures raise :class:`CommandError`, ``ReplayError`` (or ValueError/OSError from the
-library): the user sees one line, ``gpu-euclidean-cluster: error: <reason>``, and exit status 2 —
-never a traceback.
+library, OptionError for a bad option, checked when the command line is parsed): the user sees
+one line, ``gpu-euclidean-cluster: error: <reason>``, and exit status 2 —
+never a traceback. Running out of memory (a MemoryError anywhere) is one line and exit 2 as well.
 
 The benchmarks are no part of the installed command: run them from a checkout with
 ``python -m benchmarks`` (see benchmarks/README.md).
@@ -20,6 +21,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from ..ros.option_values import OneLineParser, one_line
 from ..ros.replay import ReplayError
 from . import cluster, demo, make_bag, replay, simulate
 from .errors import CommandError
@@ -28,7 +30,8 @@ COMMANDS = (cluster, simulate, make_bag, replay, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The command's parser; a bad option raises OptionError (a ValueError) with one line."""
+    parser = OneLineParser(
         prog="gpu-euclidean-cluster",
         description="GPU Euclidean cluster extraction for LiDAR point clouds.",
     )
@@ -41,15 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
     try:
+        args = parser.parse_args(argv)
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.INFO,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
         return int(args.run(args) or 0)
     except (CommandError, ReplayError, ValueError, OSError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {one_line(error)}", file=sys.stderr)
+        return 2
+    except MemoryError as error:
+        print(f"{parser.prog}: error: out of memory: {one_line(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)

@@ -108,7 +108,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load, cluster, report; expected failures raise CommandError/ValueError/OSError."""
     from ..clusterer import EuclideanClusterer
-    from ..core.memory import StructureTooLargeError
+    from ..core.memory import StructureTooLargeError, host_memory_budget
     from ..core.work import WorkTooLargeError
     from ..pointcloud_io import detect_format, load_points
 
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if args.labels_out:
         check_writable(args.labels_out)
-    cloud = load_points(args.file, fmt)
+    cloud = load_points(args.file, fmt, max_bytes=host_memory_budget())
     if len(cloud.xyz) == 0:
         log.warning("%s holds no points: nothing to cluster", args.file)
     clusterer = EuclideanClusterer(config, backend=args.backend)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..core.config import DEFAULT_CONFIG
+from ..ros.option_values import argument, rate_factor
 from .errors import CommandError
 from .simulate import add_simulation_arguments
 
@@ -71,7 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--rate",
-        type=float,
+        type=argument(rate_factor),
         default=None,
         help=f"replay speed factor (default 1 with CUDA; {CPU_RATE:g} on the CPU backend, "
         "whose node takes about 0.1 s per HDL-64E frame, receive to publish)",
@@ -361,13 +362,9 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     from ..clusterer import cuda_available
 
-    if args.frames < 1:
-        raise CommandError(f"--frames must be >= 1, got {args.frames}")
     on_gpu = cuda_available()
     backend = "cuda" if on_gpu else "cpu"
     rate = args.rate if args.rate is not None else (1.0 if on_gpu else CPU_RATE)
-    if not rate > 0:
-        raise CommandError(f"--rate must be > 0, got {rate}")
     print(
         "CUDA device found: the node clusters on the GPU"
         if on_gpu

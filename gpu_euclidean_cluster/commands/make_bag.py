@@ -25,6 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.units import NS_PER_S
+from ..ros.option_values import (
+    MAX_STAMP_S,
+    argument,
+    positive_integer,
+    stamp_seconds,
+    topic_name,
+)
 from .errors import CommandError
 from .simulate import add_layout_argument, add_simulation_arguments
 
@@ -73,7 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=argument(positive_integer),
         default=1,
         metavar="N",
         help="write the input files N times over, one frame per --rate-hz period (e.g. one file "
@@ -86,14 +93,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="hdl64e",
         help="beam table for rings of inputs that have none (default hdl64e, KITTI's sensor)",
     )
-    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"default {DEFAULT_TOPIC}")
+    parser.add_argument(
+        "--topic",
+        type=argument(topic_name),
+        default=DEFAULT_TOPIC,
+        help=f"a ROS 2 topic name (default {DEFAULT_TOPIC})",
+    )
     parser.add_argument("--frame-id", default=DEFAULT_FRAME_ID, help=f"default {DEFAULT_FRAME_ID}")
     parser.add_argument(
         "--start-time",
-        type=float,
+        type=argument(stamp_seconds),
         default=None,
         metavar="SECONDS",
-        help="stamp of the first frame, seconds since the epoch (default: now)",
+        help="stamp of the first frame, seconds since the epoch, 0 to 2^31 - 1 (ROS 2 stamps "
+        "end in 2038; default: now)",
     )
     parser.set_defaults(run=run)
 
@@ -170,11 +183,17 @@ def file_frames(
     """The files' points as frames ``period_ns`` apart, all files ``repeat`` times over (each
     file is read once, all of them before the first frame is yielded: a file refused stops the
     command before the bag is created)."""
+    from ..core.memory import host_memory_budget
     from ..pointcloud_io import load_points
     from ..tools.simulation import get_sensor
 
     elevations = get_sensor(ring_sensor).elevations_deg
-    points = [cloud_points(load_points(path, fmt), path, elevations, layout) for path in paths]
+    points = [
+        cloud_points(
+            load_points(path, fmt, max_bytes=host_memory_budget()), path, elevations, layout
+        )
+        for path in paths
+    ]
     return (
         (start_ns + index * period_ns, points[index % len(points)])
         for index in range(repeat * len(points))
@@ -196,18 +215,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.simulate == bool(args.inputs):
         raise CommandError("give either input files or --simulate (not both, not neither)")
-    if not args.rate_hz > 0:
-        raise CommandError(f"--rate-hz must be > 0, got {args.rate_hz}")
-    if args.frames < 1:
-        raise CommandError(f"--frames must be >= 1, got {args.frames}")
-    if args.repeat < 1:
-        raise CommandError(f"--repeat must be >= 1, got {args.repeat}")
     if args.simulate and args.repeat != 1:
         raise CommandError("--repeat repeats input files; --simulate takes --frames instead")
     storage = storage_for(args.output, args.storage)
     start_s = time.time() if args.start_time is None else args.start_time
     start_ns = round(start_s * NS_PER_S)
     period_ns = round(NS_PER_S / args.rate_hz)
+    count = args.frames if args.simulate else args.repeat * len(args.inputs)
+    last_s = (start_ns + (count - 1) * period_ns) / NS_PER_S
+    if last_s >= MAX_STAMP_S + 1:
+        raise CommandError(
+            f"the last of {count} frames at {args.rate_hz:g} Hz would be stamped {last_s:.0f} s "
+            f"after the epoch, past the last ROS 2 stamp ({MAX_STAMP_S} s, in 2038); "
+            "give an earlier --start-time, a higher --rate-hz or fewer frames"
+        )
     if args.simulate:
         frames = simulated_frames(
             args.sensor, args.frames, args.seed, args.rate_hz, start_ns, args.layout

@@ -21,6 +21,7 @@ import argparse
 import time
 from pathlib import Path
 
+from ..ros.option_values import argument, frequency, positive_integer
 from .errors import CommandError
 
 
@@ -47,11 +48,17 @@ def add_simulation_arguments(parser: argparse.ArgumentParser, frames: int = 10) 
         "--sensor", choices=tuple(SENSORS), default="hdl64e", help="beam model (default hdl64e)"
     )
     parser.add_argument(
-        "--frames", type=int, default=frames, help=f"number of sweeps (default {frames})"
+        "--frames",
+        type=argument(positive_integer),
+        default=frames,
+        help=f"number of sweeps (default {frames})",
     )
     parser.add_argument("--seed", type=int, default=0, help="scene layout and noise seed")
     parser.add_argument(
-        "--rate-hz", type=float, default=10.0, help="sweep (message) rate (default 10 Hz)"
+        "--rate-hz",
+        type=argument(frequency),
+        default=10.0,
+        help="sweep (message) rate, 1e-6 to 1e6 Hz (default 10 Hz)",
     )
 
 
@@ -78,8 +85,6 @@ def run(args: argparse.Namespace) -> int:
 
     from ..tools.simulation import LidarSimulator, get_sensor, street_scene
 
-    if args.frames < 1:
-        raise CommandError(f"--frames must be >= 1, got {args.frames}")
     if args.out.exists() and any(args.out.glob("scan_*.npy")):
         raise CommandError(f"{args.out} already holds scan_*.npy files; choose another --out")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -33,50 +33,41 @@ beam, as nebula's Velodyne decoder's ``laser_ring``). ``return_type`` is nebula'
 header stamp) has no default: it must be given.
 
 Every expected failure (missing path, unknown format, corrupt or truncated bag, missing topic,
-wrong message type) raises :class:`BagError` with a one-line reason.
+wrong message type) raises :class:`BagError` with a one-line reason. A damaged bag is refused
+before rosbags reads it where its record lengths run past the end of the file
+(:mod:`.bag_records`); whatever rosbags and its storage back ends raise on damaged bytes later
+(their own errors, but also TypeError, OverflowError, AssertionError, MemoryError, ...) becomes
+a BagError naming the bag and the exception.
+
+A bag is written under a temporary name beside its destination and renamed into place when it is
+complete: a failed or interrupted run leaves nothing that blocks the next one.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
-import struct
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from rosbags.highlevel import AnyReader, AnyReaderError
+from rosbags.highlevel import AnyReader
 from rosbags.interfaces import Connection
-from rosbags.rosbag1 import ReaderError as Ros1ReaderError
 from rosbags.rosbag1 import Writer as Ros1Writer
 from rosbags.rosbag1 import WriterError as Ros1WriterError
-from rosbags.rosbag2 import ReaderError as Ros2ReaderError
 from rosbags.rosbag2 import StoragePlugin
 from rosbags.rosbag2 import Writer as Ros2Writer
 from rosbags.rosbag2 import WriterError as Ros2WriterError
-from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.store import Typestore
 
+from .bag_records import RecordError, check_records
 from .velodyne.packets import POINT_DTYPE as NEBULA_POINT_DTYPE
 from .velodyne.packets import RETURN_UNKNOWN
 
 POINTCLOUD2 = "sensor_msgs/msg/PointCloud2"
 """Message type name (rosbags spelling) of the only type these bags carry for us."""
-
-
-def _storage_errors() -> tuple[type[BaseException], ...]:
-    """The exception bases of optional storage back ends (apsw for sqlite3, lz4, zstandard)."""
-    found: list[type[BaseException]] = []
-    optional = (("apsw", "Error"), ("lz4.frame", "LZ4FrameError"), ("zstandard", "ZstdError"))
-    for module, name in optional:
-        try:
-            found.append(getattr(__import__(module, fromlist=[name]), name))
-        except (ImportError, AttributeError):
-            continue
-    return tuple(found)
 
 
 STORAGES = ("ros1", "sqlite3", "mcap")
@@ -89,24 +80,6 @@ DEFAULT_TOPIC = "/points_raw"
 DEFAULT_FRAME_ID = "velodyne"
 
 ROS2_SUFFIXES = (".db3", ".mcap")
-#: What a damaged bag raises while it is opened or read: the readers' own errors and whatever
-#: their storage back ends (sqlite3 / apsw, MCAP decompressors, struct) raise on bad bytes.
-_READ_ERRORS = (
-    AnyReaderError,
-    Ros1ReaderError,
-    Ros2ReaderError,
-    SerdeError,
-    sqlite3.Error,
-    struct.error,
-    EOFError,
-    KeyError,
-    ValueError,
-    IndexError,
-    OSError,
-    RuntimeError,
-    *_storage_errors(),
-)
-
 # sensor_msgs/PointField datatype constants, keyed by NumPy dtype (little endian).
 _POINTFIELD_TYPES = {
     np.dtype("int8"): 1,
@@ -215,12 +188,20 @@ class PointCloudBag:
 
     def __enter__(self) -> PointCloudBag:
         try:
+            for file in self._storage_files():
+                check_records(file)
             reader = AnyReader([self.path], default_typestore=self._cdr_store)
             reader.open()
-        except _READ_ERRORS as error:
+        except Exception as error:  # rosbags' and its back ends' errors on damaged bytes
             raise self._corrupt(error) from None
         self._reader = reader
         return self
+
+    def _storage_files(self) -> list[Path]:
+        """The bag's ``.bag``/``.mcap`` files whose records :func:`check_records` walks."""
+        if self.path.is_dir():
+            return sorted(p for p in self.path.iterdir() if p.suffix == ".mcap" and p.is_file())
+        return [self.path]
 
     def __exit__(self, *exc: object) -> None:
         if self._reader is not None:
@@ -228,8 +209,7 @@ class PointCloudBag:
             self._reader = None
 
     def _corrupt(self, error: BaseException) -> BagError:
-        reason = " ".join(str(error).split()) or type(error).__name__
-        return BagError(f"corrupt or truncated bag {self.path}: {reason}")
+        return corrupt_bag(self.path, error)
 
     @property
     def reader(self) -> AnyReader:
@@ -303,7 +283,7 @@ class PointCloudBag:
                 cdr = self._to_cdr(connection, raw)
             except StopIteration:
                 return
-            except _READ_ERRORS as error:
+            except Exception as error:  # rosbags' and its back ends' errors on damaged bytes
                 raise self._corrupt(error) from None
             yield BagMessage(connection.topic, timestamp, cdr)
 
@@ -312,6 +292,21 @@ class PointCloudBag:
             # Byte-level conversion; the ROS 2 Header definition makes it skip header.seq.
             return bytes(self._cdr_store.ros1_to_cdr(raw, connection.msgtype))
         return raw if isinstance(raw, bytes) else bytes(raw)
+
+
+def corrupt_bag(path: Path, error: BaseException) -> BagError:
+    """The one-line BagError for what reading ``path`` raised: the record check's reason, or the
+    exception's type and message (a bare TypeError or MemoryError says little on its own)."""
+    message = " ".join(str(error).split())
+    # the record check's and the readers' own errors say what is wrong in their message
+    says_why = isinstance(error, (RecordError, BagError)) or type(error).__name__.endswith(
+        "ReaderError"
+    )
+    if says_why and message:
+        reason = message
+    else:
+        reason = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return BagError(f"corrupt or truncated bag {path}: {reason}")
 
 
 def ring_from_elevation(xyz: np.ndarray, elevations_deg: Sequence[float]) -> np.ndarray:
@@ -510,7 +505,9 @@ def write_pointcloud_bag(
         frame_id: ``header.frame_id`` of every message.
 
     Raises:
-        BagError: unknown storage, a storage the name contradicts, or the path exists already.
+        BagError: unknown storage, a storage the name contradicts, the path exists already or
+            its folder does not.
+        OSError: the folder is not writable.
     """
     path = Path(path)
     if storage not in STORAGES:
@@ -522,16 +519,23 @@ def write_pointcloud_bag(
         raise BagError(f"{path}: a ROS 1 bag is a file whose name ends in .bag")
     if path.exists():
         raise BagError(f"{path} exists already; not overwriting")
-    if storage == "ros1":
-        return _write_ros1(path, frames, topic, frame_id)
-    if named is None:
-        return _write_ros2(path, frames, storage, topic, frame_id)
-    # One storage file: write the bag directory beside it, keep only its storage file.
+    if not path.parent.is_dir():
+        raise BagError(f"{path}: no folder {path.parent}")
+    # Written under a temporary folder beside the destination, moved into place when complete.
     with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as folder:
-        bag_dir = Path(folder) / path.stem
-        count = _write_ros2(bag_dir, frames, storage, topic, frame_id)
-        [written] = [p for p in bag_dir.iterdir() if p.suffix == path.suffix]
-        os.replace(written, path)
+        if storage == "ros1":
+            written = Path(folder) / path.name
+            count = _write_ros1(written, frames, topic, frame_id)
+        elif named is None:
+            written = Path(folder) / path.name  # the bag directory names its files after itself
+            count = _write_ros2(written, frames, storage, topic, frame_id)
+        else:  # one storage file: the bag directory's storage file, without its metadata.yaml
+            bag_dir = Path(folder) / path.stem
+            count = _write_ros2(bag_dir, frames, storage, topic, frame_id)
+            [written] = [p for p in bag_dir.iterdir() if p.suffix == path.suffix]
+        if path.exists():
+            raise BagError(f"{path} appeared while the bag was written; not overwriting")
+        os.rename(written, path)
     return count
 
 

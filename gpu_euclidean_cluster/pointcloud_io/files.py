@@ -1,10 +1,13 @@
-"""Opening files with errors that name the path and say what went wrong, on one line."""
+"""Opening files with errors that name the path and say what went wrong, on one line, and the
+memory check every reader makes before it allocates what a file declares."""
 
 from __future__ import annotations
 
 import os
 import stat as stat_kind
 from pathlib import Path
+
+from .cloud import PointCloudFileError
 
 
 def file_size(path: str | Path) -> int:
@@ -38,3 +41,24 @@ def read_bytes(path: str | Path) -> bytes:
             return stream.read(size)
     except OSError as error:
         raise OSError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def check_memory(path: str | Path, need_bytes: int, what: str, max_bytes: int | None) -> None:
+    """Refuse a read that would allocate more than ``max_bytes`` (None: no limit).
+
+    Readers call it with what the file declares (its point count, its decompressed size) before
+    allocating, so that a file is refused with the size it asks for instead of failing in the
+    middle of an allocation.
+
+    Raises:
+        PointCloudFileError: ``need_bytes`` is over ``max_bytes``.
+    """
+    if max_bytes is not None and need_bytes > max_bytes:
+        raise PointCloudFileError(
+            path,
+            f"{what} needs {_gib(need_bytes)} of memory, over the budget of {_gib(max_bytes)}",
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB ({size} bytes)"

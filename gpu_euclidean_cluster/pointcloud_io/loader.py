@@ -10,7 +10,8 @@ from .npy import read_npy
 from .pcd import read_pcd
 from .raw_bin import read_kitti, read_nuscenes
 
-READERS: dict[str, Callable[[str | Path], Cloud]] = {
+#: format -> reader(path, max_bytes)
+READERS: dict[str, Callable[[str | Path, int | None], Cloud]] = {
     "kitti": read_kitti,
     "nuscenes": read_nuscenes,
     "pcd": read_pcd,
@@ -39,15 +40,20 @@ def detect_format(path: str | Path) -> str:
     )
 
 
-def load_points(path: str | Path, format: str | None = None) -> Cloud:
+def load_points(
+    path: str | Path, format: str | None = None, *, max_bytes: int | None = None
+) -> Cloud:
     """Read a point cloud file into a :class:`Cloud`.
 
     Args:
         path: the file.
         format: ``kitti``, ``nuscenes``, ``pcd`` or ``npy``; ``None`` guesses from the name.
+        max_bytes: refuse, before allocating them, points that would take more memory than this
+            (the front ends pass their memory budget); None: no limit.
 
     Raises:
-        PointCloudFileError (a ValueError): unknown format, or a file that is not valid in it.
+        PointCloudFileError (a ValueError): unknown format, a file that is not valid in it, or
+            points over ``max_bytes``.
         FileNotFoundError, OSError: the file is missing or unreadable.
     """
     fmt = detect_format(path) if format is None else format
@@ -56,4 +62,4 @@ def load_points(path: str | Path, format: str | None = None) -> Cloud:
         raise PointCloudFileError(
             path, f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}"
         )
-    return reader(path)
+    return reader(path, max_bytes)

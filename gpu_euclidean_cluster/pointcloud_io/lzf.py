@@ -6,16 +6,23 @@ An LZF stream is a sequence of tokens. A control byte ``c < 32`` starts a litera
 output.
 The loop below runs once per token, not per point: a token covers up to 32 literal bytes or
 264 matched bytes, and each is copied with one slice operation.
+
+The output is allocated once, at the size the caller expects, and no token may write past it: a
+stream cannot make the decompressor allocate more than it was told to expect. The longest match
+(264 bytes) takes three input bytes, so no stream expands more than :data:`MAX_EXPANSION` times.
 """
 
 from __future__ import annotations
+
+#: Most bytes one input byte of a valid stream can expand to (a 3-byte token, a 264-byte match).
+MAX_EXPANSION = 88
 
 
 class LzfError(ValueError):
     """The compressed data is corrupt or does not decompress to the expected size."""
 
 
-def lzf_decompress(data: bytes | bytearray | memoryview, expected_size: int) -> bytes:
+def lzf_decompress(data: bytes | bytearray | memoryview, expected_size: int) -> bytearray:
     """Decompress ``data``, which must expand to exactly ``expected_size`` bytes.
 
     Raises:
@@ -24,7 +31,8 @@ def lzf_decompress(data: bytes | bytearray | memoryview, expected_size: int) -> 
     """
     src = bytes(data)
     end = len(src)
-    out = bytearray()
+    out = bytearray(expected_size)
+    op = 0
     ip = 0
     while ip < end:
         ctrl = src[ip]
@@ -33,7 +41,8 @@ def lzf_decompress(data: bytes | bytearray | memoryview, expected_size: int) -> 
             length = ctrl + 1
             if ip + length > end:
                 raise LzfError(f"literal run of {length} bytes at input offset {ip - 1} is cut off")
-            out += src[ip : ip + length]
+            _check_room(op, length, expected_size, ip)
+            out[op : op + length] = src[ip : ip + length]
             ip += length
         else:
             length = ctrl >> 5
@@ -47,26 +56,33 @@ def lzf_decompress(data: bytes | bytearray | memoryview, expected_size: int) -> 
             distance = ((ctrl & 31) << 8 | src[ip]) + 1
             ip += 1
             length += 2
-            _copy_match(out, distance, length, ip)
-        if len(out) > expected_size:
-            break
-    if len(out) != expected_size:
-        raise LzfError(f"data decompresses to {len(out)} bytes, expected {expected_size}")
-    return bytes(out)
+            _check_room(op, length, expected_size, ip)
+            _copy_match(out, op, distance, length, ip)
+        op += length
+    if op != expected_size:
+        raise LzfError(f"data decompresses to {op} bytes, expected {expected_size}")
+    return out
 
 
-def _copy_match(out: bytearray, distance: int, length: int, ip: int) -> None:
-    """Append ``length`` bytes starting ``distance`` back from the end of ``out``.
+def _check_room(op: int, length: int, expected_size: int, ip: int) -> None:
+    if op + length > expected_size:
+        raise LzfError(
+            f"data decompresses to more than the {expected_size} bytes expected "
+            f"(token before input offset {ip})"
+        )
+
+
+def _copy_match(out: bytearray, op: int, distance: int, length: int, ip: int) -> None:
+    """Write ``length`` bytes at ``op`` copied from ``distance`` bytes back.
 
     The source may overlap the bytes being written (distance < length), in which case the last
     ``distance`` bytes repeat, as in a byte-by-byte copy.
     """
-    start = len(out) - distance
+    start = op - distance
     if start < 0:
         raise LzfError(f"match before input offset {ip} refers before the start of the output")
     if distance >= length:
-        out += out[start : start + length]
+        out[op : op + length] = out[start : start + length]
     else:
-        pattern = out[start:]
         repeats = -(-length // distance)
-        out += (pattern * repeats)[:length]
+        out[op : op + length] = (out[start:op] * repeats)[:length]

@@ -10,20 +10,27 @@ A PCD file is an ASCII header (``VERSION``, ``FIELDS``, ``SIZE``, ``TYPE``, ``CO
 
 Fields may come in any order with any size, type and count; ``x``, ``y`` and ``z`` must be F4 or
 F8 with count 1 and are returned as float32. Padding fields named ``_`` are skipped.
+
+What the header declares is checked against what the file holds before anything is allocated:
+binary records against the bytes after the header, the LZF stream's decompressed size against
+the header's points and against what its compressed bytes can expand to
+(:data:`~.lzf.MAX_EXPANSION`), ASCII values against the characters present. ASCII data is
+converted a block of :data:`ASCII_BLOCK_BYTES` at a time into the cloud's arrays.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 import numpy as np
 
 from .cloud import Cloud, PointCloudFileError
-from .files import read_bytes
-from .lzf import LzfError, lzf_decompress
+from .files import check_memory, read_bytes
+from .lzf import MAX_EXPANSION, LzfError, lzf_decompress
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +43,14 @@ _VERSIONS = {"0.6", ".6", "0.7", ".7"}
 _TYPE_SIZES = {"I": (1, 2, 4, 8), "U": (1, 2, 4, 8), "F": (4, 8)}
 _KNOWN_KEYS = {"VERSION", "FIELDS", "SIZE", "TYPE", "COUNT", "WIDTH", "HEIGHT", "VIEWPOINT"}
 _KNOWN_KEYS |= {"POINTS", "DATA"}
-_MAX_HEADER_BYTES = 1 << 16
+#: Longest header line read (a PCD header line is a keyword and its values).
+MAX_HEADER_LINE_BYTES = 1 << 16
+#: Digits of the longest integer a header value may have (uint64 has 20).
+_MAX_DIGITS = 20
+#: ASCII data converted at once: its tokens take at most about 30 times this as Python strings.
+ASCII_BLOCK_BYTES = 1 << 20
+#: Bytes ``bytes.split()`` separates values on (ASCII whitespace).
+_WHITESPACE = b" \t\n\r\x0b\x0c"
 
 
 @dataclass(frozen=True)
@@ -95,15 +109,24 @@ class PcdHeader:
         )
 
 
-def read_pcd(path: str | Path) -> Cloud:
+def read_pcd(path: str | Path, max_bytes: int | None = None) -> Cloud:
     """Read a PCD file of any encoding.
+
+    Args:
+        path: the file.
+        max_bytes: refuse a file whose points would take more memory than this (None: any).
 
     Raises:
         FileNotFoundError, OSError: the file is missing or unreadable.
-        PointCloudFileError: bad header, missing x/y/z, truncated or corrupt data.
+        PointCloudFileError: bad header, missing x/y/z, truncated or corrupt data, or points
+            over ``max_bytes``.
     """
     content = read_bytes(path)
     header = parse_header(content, path)
+    stored = header.num_points * sum(f.nbytes for f in header.fields if f.name != PADDING)
+    # the point data (decompressed, for binary_compressed, beside the file's bytes) and x y z
+    need = stored * (2 if header.encoding == "binary_compressed" else 1) + 12 * header.num_points
+    check_memory(path, need, f"{header.num_points} points", max_bytes)
     if header.encoding == "ascii":
         columns = _ascii_columns(content, header, path)
     elif header.encoding == "binary":
@@ -140,17 +163,27 @@ def _header_entries(content: bytes, path: str | Path) -> tuple[dict[str, list[st
     """Header keywords and their values, and the offset just past the DATA line."""
     entries: dict[str, list[str]] = {}
     offset = 0
+    number = 0
     while "DATA" not in entries:
-        newline = content.find(b"\n", offset)
-        if newline < 0 or newline > _MAX_HEADER_BYTES:
-            raise PointCloudFileError(path, "bad PCD header: no DATA line (not a PCD file?)")
+        number += 1
+        newline = content.find(b"\n", offset, offset + MAX_HEADER_LINE_BYTES + 1)
+        if newline < 0:
+            if len(content) - offset <= MAX_HEADER_LINE_BYTES:
+                raise PointCloudFileError(path, "bad PCD header: no DATA line (not a PCD file?)")
+            raise PointCloudFileError(
+                path,
+                f"bad PCD header: line {number} is longer than {MAX_HEADER_LINE_BYTES} bytes "
+                "(not a PCD file?)",
+            )
         raw = content[offset:newline]
         offset = newline + 1
         try:
             line = raw.decode("ascii").strip()
         except UnicodeDecodeError:
             raise PointCloudFileError(
-                path, "bad PCD header: non-ASCII bytes before the DATA line (not a PCD file?)"
+                path,
+                f"bad PCD header: non-ASCII bytes in line {number}, before the DATA line "
+                "(not a PCD file?)",
             ) from None
         if not line or line.startswith("#"):
             continue
@@ -206,13 +239,12 @@ def _header_fields(entries: dict[str, list[str]], path: str | Path) -> tuple[Pcd
 
 def _field(name: str, size: str, kind: str, count: str, path: str | Path) -> PcdField:
     if kind not in _TYPE_SIZES:
-        raise PointCloudFileError(path, f"bad PCD header: field {name} has TYPE {kind!r}")
-    try:
-        size_value, count_value = int(size), int(count)
-    except ValueError:
+        raise PointCloudFileError(path, f"bad PCD header: field {name} has TYPE {_shown(kind)}")
+    size_value, count_value = _parse_integer(size), _parse_integer(count)
+    if size_value is None or count_value is None:
         raise PointCloudFileError(
-            path, f"bad PCD header: field {name} has SIZE {size!r}, COUNT {count!r}"
-        ) from None
+            path, f"bad PCD header: field {name} has SIZE {_shown(size)}, COUNT {_shown(count)}"
+        )
     if size_value not in _TYPE_SIZES[kind]:
         raise PointCloudFileError(
             path, f"bad PCD header: field {name} has TYPE {kind} with unsupported SIZE {size}"
@@ -228,11 +260,28 @@ def _header_int(
     values = entries.get(key)
     if values is None and default is not None:
         return default
-    if not values or len(values) != 1 or not values[0].isdigit():
+    value = _parse_integer(values[0]) if values and len(values) == 1 else None
+    if value is None:
+        shown = " ".join(values or [])
         raise PointCloudFileError(
-            path, f"bad PCD header: {key} must be one non-negative integer, got {values}"
+            path, f"bad PCD header: {key} must be one non-negative integer, got {_shown(shown)}"
         )
-    return int(values[0])
+    return value
+
+
+def _parse_integer(text: str) -> int | None:
+    """A decimal integer of at most :data:`_MAX_DIGITS` digits and no sign, else None (a
+    longer one is no point count or size, and Python refuses to convert one of over 4300)."""
+    if not text.isascii() or not text.isdigit() or len(text) > _MAX_DIGITS:
+        return None
+    return int(text)
+
+
+def _shown(text: str, limit: int = 24) -> str:
+    """``repr`` of a header value, cut to ``limit`` characters with its length when longer."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def _binary_columns(content: bytes, header: PcdHeader, path: str | Path) -> dict[str, np.ndarray]:
@@ -263,19 +312,27 @@ def _compressed_columns(
         if n == 0:
             return {f.name: np.empty((0, f.count) if f.count > 1 else 0, f.dtype) for f in stored}
         raise PointCloudFileError(path, "truncated PCD data: no compressed-size words after DATA")
-    compressed_size, uncompressed_size = np.frombuffer(content, "<u4", count=2, offset=start)
+    compressed_size, uncompressed_size = (
+        int(v) for v in np.frombuffer(content, "<u4", count=2, offset=start)
+    )
     if uncompressed_size != expected:
         raise PointCloudFileError(
             path,
             f"corrupt PCD data: uncompressed size {uncompressed_size} bytes, but "
             f"{n} points of the header's fields take {expected}",
         )
-    body = content[start + 8 : start + 8 + int(compressed_size)]
+    body = memoryview(content)[start + 8 : start + 8 + compressed_size]
     if len(body) < compressed_size:
         raise PointCloudFileError(
             path,
             f"truncated PCD data: {compressed_size} compressed bytes announced, "
             f"{len(body)} present",
+        )
+    if expected > MAX_EXPANSION * compressed_size:
+        raise PointCloudFileError(
+            path,
+            f"corrupt PCD compressed data: {compressed_size} LZF bytes cannot expand to the "
+            f"{expected} bytes of {n} points (at most {MAX_EXPANSION} times as many)",
         )
     try:
         raw = lzf_decompress(body, expected)
@@ -291,36 +348,104 @@ def _compressed_columns(
 
 
 def _ascii_columns(content: bytes, header: PcdHeader, path: str | Path) -> dict[str, np.ndarray]:
+    """The values of an ASCII body, converted block by block (:func:`_ascii_blocks`) into the
+    columns; the number of values must be exactly points x values per point."""
     n = header.num_points
     per_point = sum(f.count for f in header.fields)
-    try:
-        tokens = content[header.data_offset :].decode("ascii").split()
-    except UnicodeDecodeError:
-        raise PointCloudFileError(path, "corrupt PCD ascii data: non-ASCII bytes") from None
-    if len(tokens) != n * per_point:
-        state = "truncated" if len(tokens) < n * per_point else "corrupt"
-        raise PointCloudFileError(
-            path,
-            f"{state} PCD ascii data: {n} points of {per_point} values need "
-            f"{n * per_point} values, the file has {len(tokens)}",
-        )
-    table = np.array(tokens, dtype=str).reshape(n, per_point)
-    columns = {}
-    column = 0
-    for f in header.fields:
-        if f.name != PADDING:
-            text = table[:, column : column + f.count]
-            try:
-                values = text.astype(f.dtype)
-            except (ValueError, OverflowError):
+    need = n * per_point
+    data = memoryview(content)[header.data_offset :]
+    if need > (len(data) + 1) // 2:  # each value is a character and a separator at least
+        _ascii_count_error(path, n, per_point, _count_values(data, path))
+    columns = {
+        f.name: np.empty((n, f.count) if f.count > 1 else n, dtype=f.dtype)
+        for f in header.fields
+        if f.name != PADDING
+    }
+    row = 0
+    carry: list[bytes] = []
+    found = 0
+    for tokens in _ascii_blocks(data, path):
+        found += len(tokens)
+        if found > need:  # too many: only count the rest, for the message
+            continue
+        tokens = carry + tokens if carry else tokens
+        rows = len(tokens) // per_point
+        _convert_rows(tokens, rows, columns, header.fields, row, path)
+        carry = tokens[rows * per_point :]
+        row += rows
+    if found != need:
+        _ascii_count_error(path, n, per_point, found)
+    return columns
+
+
+def _ascii_blocks(data: memoryview, path: str | Path) -> Iterator[list[bytes]]:
+    """The whitespace-separated values of ``data``, a block of about :data:`ASCII_BLOCK_BYTES`
+    at a time (each block cut after a whitespace byte, so no value is split)."""
+    start = 0
+    while start < len(data):
+        end = min(start + ASCII_BLOCK_BYTES, len(data))
+        if end < len(data):
+            block = bytes(data[start:end])
+            cut = max(block.rfind(space) for space in _WHITESPACE)
+            if cut < 0:
                 raise PointCloudFileError(
                     path,
-                    f"corrupt PCD ascii data: field {f.name} has values that are not "
-                    f"{f.type}{f.size}",
-                ) from None
-            columns[f.name] = values if f.count > 1 else values[:, 0].copy()
+                    f"corrupt PCD ascii data: a value longer than {ASCII_BLOCK_BYTES} bytes "
+                    f"at byte {start} of the data",
+                )
+            end = start + cut + 1
+        block = bytes(data[start:end])
+        if not block.isascii():
+            raise PointCloudFileError(path, "corrupt PCD ascii data: non-ASCII bytes")
+        yield block.split()
+        start = end
+
+
+def _count_values(data: memoryview, path: str | Path) -> int:
+    """How many values ``data`` holds (for the message of a wrong count), block by block."""
+    return sum(len(tokens) for tokens in _ascii_blocks(data, path))
+
+
+def _ascii_count_error(path: str | Path, n: int, per_point: int, found: int) -> NoReturn:
+    state = "truncated" if found < n * per_point else "corrupt"
+    raise PointCloudFileError(
+        path,
+        f"{state} PCD ascii data: {n} points of {per_point} values need "
+        f"{n * per_point} values, the file has {found}",
+    )
+
+
+def _convert_rows(
+    tokens: list[bytes],
+    rows: int,
+    columns: dict[str, np.ndarray],
+    fields: tuple[PcdField, ...],
+    first_row: int,
+    path: str | Path,
+) -> None:
+    """Convert the first ``rows`` points of ``tokens`` into ``columns`` from ``first_row`` on."""
+    per_point = sum(f.count for f in fields)
+    used = rows * per_point
+    column = 0
+    for f in fields:
+        if f.name != PADDING:
+            target = columns[f.name]
+            for part in range(f.count):
+                text = tokens[column + part : used : per_point]
+                try:
+                    with np.errstate(over="ignore"):  # 1e39 as F4 is inf, as PCL reads it
+                        values = np.array(text, dtype=f.dtype)
+                except (ValueError, OverflowError):
+                    raise PointCloudFileError(
+                        path,
+                        f"corrupt PCD ascii data: field {f.name} has values that are not "
+                        f"{f.type}{f.size}",
+                    ) from None
+                if f.count > 1:
+                    target[first_row : first_row + rows, part] = values
+                else:
+                    target[first_row : first_row + rows] = values
         column += f.count
-    return columns
 
 
 def write_pcd(path: str | Path, cloud: Cloud, encoding: str = "binary") -> None:

@@ -16,7 +16,14 @@ from pathlib import Path
 
 from rosbags.interfaces import Connection
 
-from ..pointcloud_io.bags import ROS2_SUFFIXES, BagError, BagMessage, BagTopic, PointCloudBag
+from ..pointcloud_io.bags import (
+    ROS2_SUFFIXES,
+    BagError,
+    BagMessage,
+    BagTopic,
+    PointCloudBag,
+    corrupt_bag,
+)
 
 #: One raw message: the single-file bag it comes from, its connection, bag time (ns) and bytes.
 RawMessage = tuple[PointCloudBag, Connection, int, bytes]
@@ -134,8 +141,7 @@ class BagFiles:
             except StopIteration:
                 return
             except Exception as error:  # the readers' and storage back ends' own errors
-                reason = " ".join(str(error).split()) or type(error).__name__
-                raise BagError(f"corrupt or truncated bag {self.path}: {reason}") from None
+                raise corrupt_bag(self.path, error) from None
             yield part, connection, timestamp, raw
 
 

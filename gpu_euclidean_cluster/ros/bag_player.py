@@ -54,6 +54,9 @@ LINGER_S = 0.5
 MIN_LOOP_SPAN_NS = 1_000_000
 #: ... and plays at this rate when it loops or repeats without ``--rate-hz``.
 ONE_INSTANT_HZ = 10.0
+#: Longest single wait: a slow rate can put the next message years away, beyond what a wait
+#: call accepts (``threading.TIMEOUT_MAX``); the player waits in slices.
+MAX_WAIT_S = 1.0
 
 
 @dataclass
@@ -358,12 +361,16 @@ class BagPlayer:
     def _sleep_until(self, target: float, stop: threading.Event) -> bool:
         """Sleep until monotonic time ``target``, publishing /clock; False when stopped."""
         period = 1.0 / self.options.clock_hz if self.clock_publisher else math.inf
+        next_clock = time.monotonic()
         while True:
-            self._publish_clock()
-            remaining = target - time.monotonic()
+            now = time.monotonic()
+            if now >= next_clock:
+                self._publish_clock()
+                next_clock = now + period
+            remaining = target - now
             if remaining <= 0:
                 return not stop.is_set()
-            if stop.wait(min(remaining, period)):
+            if stop.wait(min(remaining, next_clock - now, MAX_WAIT_S)):
                 return False
 
 

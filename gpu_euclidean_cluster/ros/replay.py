@@ -20,8 +20,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from .option_values import (
+    OneLineParser,
+    argument,
+    clock_frequency,
+    frequency,
+    offset_seconds,
+    one_line,
+    positive_integer,
+    rate_factor,
+    span_seconds,
+    topic_name,
+)
 from .qos import RELIABILITIES
-from .replay_options import ReplayOptions, parse_remaps
+from .replay_options import ReplayOptions, parse_remaps, queue_depth, remap_rule
 from .velodyne_options import MODEL_CHOICES, RETURN_MODE_CHOICES, VelodyneOptions
 
 
@@ -35,19 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "bag", type=Path, help="ROS 1 .bag file, ROS 2 bag directory, or .db3/.mcap file"
     )
     parser.add_argument(
-        "-r", "--rate", type=float, default=1.0, help="playback speed factor (default 1)"
+        "-r",
+        "--rate",
+        type=argument(rate_factor),
+        default=1.0,
+        help="playback speed factor, 1e-6 to 1e6 (default 1)",
     )
     parser.add_argument("-l", "--loop", action="store_true", help="repeat until Ctrl-C")
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=argument(positive_integer),
         default=1,
         metavar="N",
         help="play the segment N times (default 1; --loop: until Ctrl-C)",
     )
     parser.add_argument(
         "--rate-hz",
-        type=float,
+        type=argument(frequency),
         default=None,
         metavar="HZ",
         help="publish one message every 1/HZ s whatever the bag's stamps (default: the recorded "
@@ -55,20 +71,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--start",
-        type=float,
+        type=argument(offset_seconds),
         default=0.0,
         metavar="SECONDS",
         help="skip this many seconds from the start of the bag",
     )
     parser.add_argument(
         "--duration",
-        type=float,
+        type=argument(span_seconds),
         default=None,
         metavar="SECONDS",
         help="play only this many seconds of bag time",
     )
     parser.add_argument(
         "--topics",
+        type=argument(topic_name),
         nargs="+",
         default=[],
         metavar="TOPIC",
@@ -76,6 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--remap",
+        type=argument(remap_rule),
         nargs="+",
         default=[],
         metavar="OLD:=NEW",
@@ -89,11 +107,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="publisher reliability (default reliable, like ros2 bag play)",
     )
     parser.add_argument(
-        "--qos-depth", type=int, default=10, help="publisher history depth (default 10)"
+        "--qos-depth",
+        type=argument(queue_depth),
+        default=10,
+        help="publisher history depth (default 10)",
     )
     parser.add_argument(
         "--clock",
-        type=float,
+        type=argument(clock_frequency),
         nargs="?",
         const=40.0,
         default=0.0,
@@ -102,14 +123,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--wait-for-subscribers",
-        type=float,
+        type=argument(offset_seconds),
         default=0.0,
         metavar="SECONDS",
         help="before playing, wait up to this long for subscribers on every topic",
     )
     parser.add_argument(
         "--min-subscribers",
-        type=int,
+        type=argument(positive_integer),
         default=1,
         metavar="N",
         help="subscribers per topic that --wait-for-subscribers waits for (default 1)",
@@ -245,7 +266,7 @@ def split_ros_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``replay``: same options as ``gpu-euclidean-cluster replay``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="replay",
         description="Replay PointCloud2 topics of a ROS 1 or ROS 2 bag, and Velodyne packet "
         "topics decoded to PointCloud2.",
@@ -253,12 +274,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
     own_args, ros_args = split_ros_args(argv)
-    args = parser.parse_args(own_args)
     try:
+        args = parser.parse_args(own_args)
         # --ros-args (remapping, namespace, log level, ...) go to rclpy.init
         return run(replace(options_from_args(args), rcl_args=(parser.prog, *ros_args)))
     except (ReplayError, ValueError, OSError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {one_line(error)}", file=sys.stderr)
+        return 2
+    except MemoryError as error:
+        print(f"{parser.prog}: error: out of memory: {one_line(error)}", file=sys.stderr)
         return 2
 
 

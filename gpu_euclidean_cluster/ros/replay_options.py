@@ -7,8 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .option_values import MAX_RATE, MAX_SPAN_S, MIN_RATE, topic_name_problem
 from .qos import RELIABILITIES
 from .velodyne_options import VelodyneOptions
+
+#: rmw's largest history depth (a 32-bit int)
+MAX_QOS_DEPTH = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -35,43 +39,78 @@ class ReplayOptions:
     velodyne: VelodyneOptions = field(default_factory=VelodyneOptions)
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.rate) and self.rate > 0):
-            raise ValueError(f"--rate must be a positive number, got {self.rate}")
+        rates = f"in [{MIN_RATE:g}, {MAX_RATE:g}]"
+        if not _within(self.rate, MIN_RATE, MAX_RATE):
+            raise ValueError(f"--rate must be a number {rates}, got {self.rate}")
         if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or self.repeat < 1:
             raise ValueError(f"--repeat must be an integer >= 1, got {self.repeat}")
-        if self.rate_hz is not None and not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
-            raise ValueError(f"--rate-hz must be a positive number, got {self.rate_hz}")
-        if not (math.isfinite(self.start_s) and self.start_s >= 0):
-            raise ValueError(f"--start must be >= 0 seconds, got {self.start_s}")
+        if self.rate_hz is not None and not _within(self.rate_hz, MIN_RATE, MAX_RATE):
+            raise ValueError(f"--rate-hz must be a number {rates}, got {self.rate_hz}")
+        if not _within(self.start_s, 0.0, MAX_SPAN_S):
+            raise ValueError(f"--start must be in [0, {MAX_SPAN_S:g}] seconds, got {self.start_s}")
         if self.duration_s is not None and not (
-            math.isfinite(self.duration_s) and self.duration_s > 0
+            _within(self.duration_s, 0.0, MAX_SPAN_S) and self.duration_s > 0
         ):
-            raise ValueError(f"--duration must be > 0 seconds, got {self.duration_s}")
+            raise ValueError(
+                f"--duration must be in (0, {MAX_SPAN_S:g}] seconds, got {self.duration_s}"
+            )
+        for topic in self.topics:
+            if problem := topic_name_problem(topic):
+                raise ValueError(f"--topics: {topic!r} is not a valid ROS topic name: it {problem}")
         if self.qos_reliability not in RELIABILITIES:
             raise ValueError(
                 f"unknown QoS reliability {self.qos_reliability!r}; "
                 f"choose {' or '.join(RELIABILITIES)}"
             )
-        if self.qos_depth < 1:
-            raise ValueError(f"--qos-depth must be >= 1, got {self.qos_depth}")
-        if not (math.isfinite(self.clock_hz) and self.clock_hz >= 0):
-            raise ValueError(f"--clock must be >= 0 Hz, got {self.clock_hz}")
-        if self.wait_for_subscribers_s < 0:
-            raise ValueError("--wait-for-subscribers must be >= 0 seconds")
+        if not 1 <= self.qos_depth <= MAX_QOS_DEPTH:
+            raise ValueError(f"--qos-depth must be in [1, {MAX_QOS_DEPTH}], got {self.qos_depth}")
+        if not (self.clock_hz == 0 or _within(self.clock_hz, MIN_RATE, MAX_RATE)):
+            raise ValueError(f"--clock must be 0 or a number {rates} Hz, got {self.clock_hz}")
+        if not _within(self.wait_for_subscribers_s, 0.0, MAX_SPAN_S):
+            raise ValueError(
+                f"--wait-for-subscribers must be in [0, {MAX_SPAN_S:g}] seconds, "
+                f"got {self.wait_for_subscribers_s}"
+            )
         if self.min_subscribers < 1:
             raise ValueError(f"--min-subscribers must be >= 1, got {self.min_subscribers}")
+
+
+def _within(value: float, low: float, high: float) -> bool:
+    return math.isfinite(value) and low <= value <= high
+
+
+def queue_depth(text: str) -> int:
+    """A publisher history depth: a whole number in [1, :data:`MAX_QOS_DEPTH`]."""
+    try:
+        depth = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if not 1 <= depth <= MAX_QOS_DEPTH:
+        raise ValueError(f"must be in [1, {MAX_QOS_DEPTH}], got {text}")
+    return depth
+
+
+def remap_rule(text: str) -> str:
+    """``OLD:=NEW`` with valid topic names on both sides (ValueError says which is wrong)."""
+    parse_remaps([text])
+    return text
 
 
 def parse_remaps(items: Sequence[str]) -> dict[str, str]:
     """Parse ``OLD:=NEW`` remap arguments into a mapping.
 
     Raises:
-        ValueError: an item lacks ``:=`` or has an empty side.
+        ValueError: an item lacks ``:=``, or a side is not a valid topic name.
     """
     remaps: dict[str, str] = {}
     for item in items:
         old, sep, new = item.partition(":=")
         if not sep or not old or not new:
             raise ValueError(f"bad remap {item!r}: expected OLD:=NEW, e.g. /points_raw:=/points")
+        for side, name in (("OLD", old), ("NEW", new)):
+            if problem := topic_name_problem(name):
+                raise ValueError(
+                    f"bad remap {item!r}: {side} is not a valid topic name: it {problem}"
+                )
         remaps[old] = new
     return remaps

@@ -105,10 +105,12 @@ def read_velodyne_scans(
 
     Raises:
         VelodyneBagError: not a bag, a requested topic missing or of another type, or a corrupt
-            bag.
+            bag (record lengths past the end of its MCAP files, or whatever rosbags raises on
+            damaged bytes).
     """
-    from rosbags.rosbag2 import Reader, ReaderError
-    from rosbags.serde import SerdeError
+    from rosbags.rosbag2 import Reader
+
+    from ..bag_records import check_records
 
     path = Path(path)
     if not (path / "metadata.yaml").is_file():
@@ -121,6 +123,8 @@ def read_velodyne_scans(
         sources = _storage_files(path)
     for source in sources:
         try:
+            for file in sorted(source.glob("*.mcap")) if source.is_dir() else [source]:
+                check_records(file)
             with Reader(source) as reader:
                 present = {c.topic: c.msgtype for c in reader.connections}
                 if topics is None:
@@ -137,8 +141,11 @@ def read_velodyne_scans(
                 for connection, timestamp, raw in reader.messages(connections=connections):
                     message = store.deserialize_cdr(raw, connection.msgtype)
                     yield _scan(connection.topic, timestamp, message)
-        except (ReaderError, SerdeError) as error:
-            raise VelodyneBagError(f"corrupt or unreadable bag {path}: {error}") from None
+        except VelodyneBagError:
+            raise
+        except Exception as error:  # rosbags' and its back ends' errors on damaged bytes
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise VelodyneBagError(f"corrupt or unreadable bag {path}: {reason}") from None
 
 
 def _scan(topic: str, timestamp: int, message) -> VelodyneScanMessage:

@@ -1,0 +1,84 @@
+"""The hostile-input suite of ``bench reliability`` (``benchmarks/reliability_attack.py``): how a
+process's end is judged, measured and totalled. The suite itself runs in
+``test_bench_reliability.py`` (quick) and ``python -m benchmarks reliability --attack-only``."""
+
+from __future__ import annotations
+
+import sys
+
+from benchmarks.reliability_attack import (
+    ALLOWANCE_MB,
+    AttackCase,
+    CaseRun,
+    judge,
+    run_process,
+    totals,
+)
+
+PYTHON = (sys.executable, "-c")
+
+
+def _case(valid: bool, statuses: tuple[int, ...], **changes) -> AttackCase:
+    return AttackCase(
+        name="case",
+        group=changes.pop("group", "files"),
+        what="a case",
+        command=("true",),
+        valid=valid,
+        statuses=statuses,
+        **changes,
+    )
+
+
+def test_a_refusal_is_one_line_with_its_reason():
+    case = _case(False, (2,), refusal="truncated")
+    good = judge(case, CaseRun(2, "tool: error: x: truncated data\n", 50.0, 0.1))
+    assert (good.outcome, good.wrong, good.refused_valid) == ("refused", None, False)
+    two_lines = judge(case, CaseRun(2, "[rcl] failed\ntool: error: x: truncated\n", 50.0, 0.1))
+    assert two_lines.wrong == "refused in 2 lines, not one"
+    silent = judge(case, CaseRun(2, "tool: error: something else\n", 50.0, 0.1))
+    assert silent.wrong.startswith("refused without the reason 'truncated'")
+
+
+def test_valid_input_refused_wrong_output_crash_and_hang_are_told_apart():
+    valid = _case(True, (0,), check=lambda run: None if "144" in run.output else "not 144")
+    assert judge(valid, CaseRun(2, "tool: error: no\n", 50.0, 0.1)).refused_valid
+    assert judge(valid, CaseRun(0, "143\n", 50.0, 0.1)).wrong == "not 144"
+    assert judge(valid, CaseRun(0, "144\n", 50.0, 0.1)).wrong is None
+    traced = judge(valid, CaseRun(1, "Traceback (most recent call last):\n  x\nValueError\n", 1, 1))
+    assert (traced.outcome, traced.traceback) == ("crashed", True)
+    assert judge(valid, CaseRun(-11, "", 1.0, 1.0)).outcome == "crashed"
+    assert judge(valid, CaseRun(None, "", 1.0, 90.0)).outcome == "hung"
+
+
+def test_memory_is_judged_against_what_the_input_holds_on_disk(tmp_path):
+    sparse = tmp_path / "sparse.bin"
+    with open(sparse, "wb") as file:
+        file.truncate(1 << 40)
+    dense = tmp_path / "dense.bin"
+    dense.write_bytes(b"\1" * (1 << 20))
+    case = _case(False, (2,), inputs=(sparse, dense))
+    result = judge(case, CaseRun(2, "tool: error: over the budget\n", 100.0, 0.1))
+    assert result.input_bytes == 1 << 20  # the sparse file's terabyte holds nothing
+    assert result.memory_bound_mb == 20 + ALLOWANCE_MB and result.within_memory
+    over = judge(case, CaseRun(2, "tool: error: over the budget\n", 20 + ALLOWANCE_MB + 1, 0.1))
+    assert not over.within_memory
+    rows = {t.group: t for t in totals([result, over])}
+    assert (rows["all"].cases, rows["all"].over_memory) == (2, 1)
+
+
+def test_a_process_is_measured_interrupted_and_timed_out(tmp_path):
+    allocate = "import time\nb = bytearray(200 << 20)\nb[::4096] = b'x' * len(b[::4096])\n"
+    measured = run_process((*PYTHON, allocate), {})
+    assert measured.status == 0 and measured.peak_rss_mb >= 200
+    limited = run_process((*PYTHON, allocate), {}, address_space=100 << 20)
+    assert limited.status == 1 and "MemoryError" in limited.output
+    wait = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGINT, lambda *a: (print('stop', flush=True), sys.exit(0)))\n"
+        "print('up', flush=True)\ntime.sleep(60)\n"
+    )
+    stopped = run_process((*PYTHON, wait), {}, stop_when=lambda out: "up" in out)
+    assert stopped.status == 0 and "stop" in stopped.output
+    hung = run_process((*PYTHON, "import time; time.sleep(60)"), {}, timeout_s=0.5)
+    assert hung.status is None and hung.seconds < 30
