@@ -53,7 +53,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ..core.config import ClusterConfig, resolve_method
+from ..core.config import PAPER_SEARCHES, ClusterConfig, resolve_method
 from ..core.result import ClusterResult
 from ..core.work import needs_estimate
 from .launches import (
@@ -123,10 +123,12 @@ def bucket_size(n: int) -> int:
 
 
 def graph_applies(config: ClusterConfig) -> bool:
-    """Whether a call with ``config`` runs as a graph: exact ``union_find`` on one threshold, no
+    """Whether a call with ``config`` runs as a graph: exact ``union_find`` with the paper's
+    searches (the kd-tree and scan searches link their pairs stage by stage) on one threshold, no
     downsampling, range bands or merging, and no work estimate to make first."""
     return (
         config.algorithm == "exact"
+        and config.search in PAPER_SEARCHES
         and not config.downsample_leaf_size > 0
         and not config.clustering_ranges
         and not config.cluster_merge_threshold > 0
