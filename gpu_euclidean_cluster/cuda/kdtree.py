@@ -48,12 +48,14 @@ class GpuKdTree:
             point's original index.
         thr_sq: ``float32(d_th**2)``.
         radius: :func:`~..core.kdtree.search_radius` of ``thr_sq``.
+        points: float32 (N, 3) the points in their own order (``uf_finish`` reads them).
     """
 
     device_id: int
     tree: cupy.ndarray
     thr_sq: np.float32
     radius: float
+    points: cupy.ndarray
 
     @property
     def n(self) -> int:
@@ -69,7 +71,9 @@ class GpuKdTree:
     def components(self) -> cupy.ndarray:
         """int32 (N,) component ids (root point indices) of the neighbour graph: every pair found
         united by ``union_find.cu``'s ``UfVisit``."""
-        return link_components(self.device_id, self.n, lambda parent: self.launch("link", parent))
+        return link_components(
+            self.device_id, self.points, lambda parent: self.launch("link", parent)
+        )
 
     def nearest(self, queries: cupy.ndarray) -> cupy.ndarray:
         """int32 (M,) the original index of the tree point nearest each float32 (M, 3) query
@@ -103,12 +107,16 @@ def build_kdtree(device_id: int, points: cupy.ndarray, d_th: float) -> GpuKdTree
     )
     with np.errstate(over="ignore"):
         thr = threshold_sq(d_th)
-    return GpuKdTree(device_id, tree, thr, search_radius(thr))
+    return GpuKdTree(device_id, tree, thr, search_radius(thr), points)
 
 
-def link_components(device_id: int, n: int, link: Callable[[cupy.ndarray], None]) -> cupy.ndarray:
-    """Component ids of ``n`` points after ``link(parent)`` has united their neighbour pairs
-    (``union_find.cu``'s ``uf_init``, then ``link``, then ``uf_finish``: roots as ids)."""
+def link_components(
+    device_id: int, points: cupy.ndarray, link: Callable[[cupy.ndarray], None]
+) -> cupy.ndarray:
+    """Component ids of the float32 (N, 3) ``points`` after ``link(parent)`` has united their
+    neighbour pairs (``union_find.cu``'s ``uf_init``, then ``link``, then ``uf_finish``: roots as
+    ids, -1 for a non-finite point)."""
+    n = int(points.shape[0])
     parent = cupy.empty(n, dtype=cupy.int32)
     components = cupy.empty(n, dtype=cupy.int32)
     n32 = np.int32(n)
@@ -120,6 +128,17 @@ def link_components(device_id: int, n: int, link: Callable[[cupy.ndarray], None]
     get_kernel(STRUCTURES, "uf_finish", device_id)(
         blocks(n),
         (THREADS,),
-        (n32, np.int32(0), parent, np.float64(0.0), parent, parent, parent, parent, components),
+        (
+            points,
+            n32,
+            np.int32(0),
+            parent,
+            np.float64(0.0),
+            parent,
+            parent,
+            parent,
+            parent,
+            components,
+        ),
     )
     return components

@@ -49,12 +49,14 @@ class GpuScanBins:
         thr_sq: ``float32(d_th**2)``.
         args: the leading arguments of every ``sc_`` search kernel (``SCAN_ARGS`` of
             ``scan_search.cu``).
+        points: float32 (N, 3) the points in their own order (``uf_finish`` reads them).
     """
 
     device_id: int
     n: int
     thr_sq: np.float32
     args: tuple
+    points: cupy.ndarray
 
     def launch(self, name: str, *args: object) -> None:
         """Launch ``sc_<name>`` over every point (``graph.cu``'s searches: the bins' leading
@@ -64,7 +66,9 @@ class GpuScanBins:
 
     def components(self) -> cupy.ndarray:
         """int32 (N,) component ids (root point indices) of the neighbour graph."""
-        return link_components(self.device_id, self.n, lambda parent: self.launch("link", parent))
+        return link_components(
+            self.device_id, self.points, lambda parent: self.launch("link", parent)
+        )
 
 
 def build_scan_bins(
@@ -131,7 +135,7 @@ def build_scan_bins(
         slot,
         *_grid_args(grid, collar),
     )
-    return GpuScanBins(device_id, n, thr, args)
+    return GpuScanBins(device_id, n, thr, args, points)
 
 
 def _collar_grid(
