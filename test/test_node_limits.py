@@ -31,9 +31,9 @@ from ._node_helpers import (  # noqa: E402
     cloud_message,
     decode,
     diagnostic_values,
-    random_domain_id,
     xyzi_array,
 )
+from ._ros2_tools import own_domain_id  # noqa: E402
 
 pytestmark = [
     pytest.mark.ros,
@@ -61,7 +61,7 @@ def _command(*ros_args: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def domain_id() -> int:
-    return random_domain_id()
+    return own_domain_id()
 
 
 @pytest.fixture(scope="module")
