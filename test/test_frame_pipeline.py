@@ -1084,3 +1084,28 @@ def test_warm_up_runs_the_gpu_codec():
     processor = FramePipeline("cuda")
     processor.warm_up(NodeSettings().cluster, NodeSettings().window)
     assert processor._codec._frame.plan.num_points > 0
+
+
+def test_warm_up_of_every_stage_runs_boxes_merging_and_the_stages(monkeypatch):
+    """A node warms up what it may switch on live: the stages, the boxes and the merging."""
+    from gpu_euclidean_cluster.core.config import ClusterConfig
+    from gpu_euclidean_cluster.frame import DiffNormalsFilter, GroundRemoval
+
+    calls: list[str] = []
+    pipeline = FramePipeline("cpu", stages=[GroundRemoval(), DiffNormalsFilter()])
+    backend = pipeline.backend
+    for name in ("oriented_boxes", "merge_components"):
+        original = getattr(backend, name)
+        monkeypatch.setattr(
+            backend, name, lambda *a, _o=original, _n=name, **k: calls.append(_n) or _o(*a, **k)
+        )
+    for stage in pipeline.stages:
+        original = stage.apply
+        monkeypatch.setattr(
+            stage, "apply", lambda f, _o=original, _n=stage.name: calls.append(_n) or _o(f)
+        )
+    pipeline.warm_up(ClusterConfig(d_th=0.5), FrameWindow())
+    assert calls == ["ground_removal", "diffnormals"]
+    calls.clear()
+    pipeline.warm_up(ClusterConfig(d_th=0.5), FrameWindow(), every_stage=True)
+    assert {"ground_removal", "diffnormals", "oriented_boxes", "merge_components"} <= set(calls)

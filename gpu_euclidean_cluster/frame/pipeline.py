@@ -157,14 +157,24 @@ class FramePipeline:
         if self._host is not None:
             self._host.stages = self._stages
 
-    def warm_up(self, config: ClusterConfig, window: FrameWindow) -> None:
+    def warm_up(
+        self, config: ClusterConfig, window: FrameWindow, *, every_stage: bool = False
+    ) -> None:
         """Run a random cloud through :meth:`process` once, so that loading the kernels and
         growing the memory pool happen at start-up rather than in the first frame (which would
         otherwise take a few hundred ms and make the node skip the frames behind it); the
-        records are grouped too, so that their buffers exist before a frame asks for them."""
+        records are grouped too, so that their buffers exist before a frame asks for them.
+
+        With ``every_stage``, also what a front end may switch on later: the oriented boxes, and
+        the centroid merging where an ``exact`` ``config`` does not merge (:attr:`stages` always
+        run)."""
         n = self._codec.warm_up_points
         xyz = np.random.default_rng(0).uniform((-50.0, -50.0, -2.0), (50.0, 50.0, 2.0), (n, 3))
-        self.process(from_xyz(xyz), config, window, group_records=True)
+        cloud = from_xyz(xyz)
+        self.process(cloud, config, window, group_records=True, oriented_boxes=every_stage)
+        if every_stage and config.algorithm == "exact" and not config.cluster_merge_threshold > 0:
+            merging = config.with_changes(cluster_merge_threshold=config.d_th)
+            self.process(cloud, merging, window, oriented_boxes=True)
 
     def process(
         self,

@@ -125,7 +125,9 @@ class EuclideanClusterNode(Node):
         self._sweeps = packet_sweeps(values, self._pipeline.backend)  # bad settings: before warm-up
         self._ground = GroundRemoval()  # a stage of the frames with remove_ground
         self._diffnormals = DiffNormalsFilter()  # and with use_diffnormals, after it
-        self._pipeline.warm_up(self._settings.cluster, self._settings.window)
+        # Every optional stage's kernels too, so that turning one on live costs no compile.
+        self._pipeline.stages = (self._ground, self._diffnormals)
+        self._pipeline.warm_up(self._settings.cluster, self._settings.window, every_stage=True)
         # Everything alive after start-up (rclpy, NumPy, CuPy, the kernels) is moved out of the
         # cyclic collector's generations: a full collection triggered during a frame then walks
         # only what frames allocate (on the CPU backend it walked ~58 000 start-up objects, 9 ms
