@@ -55,6 +55,7 @@ from .node_driver import (
     DriveRequest,
     drive,
 )
+from .reliability_harness import DOMAIN_IDS
 from .rows import NodeReport, NodeStep
 from .stats import median, p99
 
@@ -370,8 +371,10 @@ def _rate_steps(
 
 
 def _private_domain(index: int) -> int:
-    """A ROS domain for one cross-process step, apart from other runs on the host."""
-    return 150 + (os.getpid() * 7 + index) % 80
+    """A ROS domain for one cross-process step, apart from other runs on the host: within the
+    benchmarks' ids (``reliability_harness.DOMAIN_IDS``), outside the test suite's (101..200)."""
+    low, high = DOMAIN_IDS
+    return low + (os.getpid() * 7 + index) % (high - low + 1)
 
 
 class _NodeProcess:

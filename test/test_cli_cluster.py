@@ -245,3 +245,28 @@ def test_empty_file_warns_and_reports_no_clusters(
     assert status == 0
     assert json.loads(out)["clusters"] == 0
     assert any("holds no points" in r.getMessage() for r in caplog.records)
+
+
+def test_scan_search_reads_the_ring_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--search scan bins by the file's ring field (and still labels as the voxel grid does); a
+    ring field that is no laser index is one line naming the file and the field."""
+    rng = np.random.default_rng(4)
+    xyz = np.vstack([c + rng.uniform(-0.3, 0.3, (30, 3)) for c in ((8, 0, 0), (0, 9, 1))])
+    rings = (np.arange(len(xyz)) % 16).astype(np.uint16)
+    path = tmp_path / "rings.pcd"
+    write_pcd(path, Cloud(xyz.astype(np.float32), {"ring": rings}))
+    labels = {}
+    for search in ("scan", "range"):
+        out = tmp_path / f"{search}.labels"
+        status, _, err = _run_main(
+            capsys, str(path), "--d-th", "0.5", "--search", search, "--labels-out", str(out)
+        )
+        assert status == 0, err
+        labels[search] = np.fromfile(out, np.int32)
+    assert np.array_equal(labels["scan"], labels["range"]) and labels["scan"].max() == 1
+    bad = tmp_path / "bad_rings.pcd"
+    write_pcd(bad, Cloud(xyz.astype(np.float32), {"ring": np.full(len(xyz), 9000, np.uint16)}))
+    status, out, err = _run_main(capsys, str(bad), "--search", "scan")
+    _assert_one_line_error(status, out, err, "field ring: ring ids must lie in [0, 4096)")

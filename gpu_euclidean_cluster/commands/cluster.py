@@ -30,6 +30,8 @@ from ..pointcloud_io import FORMATS
 from .errors import CommandError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..core.result import ClusterResult
     from ..pointcloud_io import Cloud
 
@@ -67,7 +69,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--search",
         default=DEFAULT_CONFIG.search,
         metavar="{" + ",".join(SEARCHES) + "}",
-        help=f"neighbour search: exhaustive or voxel-grid range search ({DEFAULT_CONFIG.search})",
+        help="neighbour search: exhaustive, voxel-grid range search, kdtree, or scan (bins of the "
+        f"file's ring or channel field, else elevation bands) ({DEFAULT_CONFIG.search})",
     )
     parser.add_argument(
         "--pointer-jumping",
@@ -121,9 +124,10 @@ def run(args: argparse.Namespace) -> int:
     cloud = load_points(args.file, fmt, max_bytes=host_memory_budget())
     if len(cloud.xyz) == 0:
         log.warning("%s holds no points: nothing to cluster", args.file)
+    rings = file_rings(cloud, args.file) if config.search == "scan" else None
     clusterer = EuclideanClusterer(config, backend=args.backend)
     try:
-        result = clusterer.cluster(cloud.xyz)
+        result = clusterer.cluster(cloud.xyz, rings=rings)
     except (StructureTooLargeError, WorkTooLargeError) as error:
         raise CommandError(str(error)) from None
     except MemoryError as error:
@@ -136,6 +140,26 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(args, fmt, config, cloud, result)
     print(json.dumps(report) if args.json else format_report(report))
     return 0
+
+
+def file_rings(cloud: Cloud, path: str) -> np.ndarray | None:
+    """The file's ring (the first of ``RING_FIELDS`` it has) for the scan search, checked; None
+    when it has none (the search then bins by elevation, as exact).
+
+    Raises:
+        CommandError: the field is not one ring id per point in ``[0, MAX_RINGS)``.
+    """
+    from ..core.scan_search import check_rings
+    from ..pointcloud_io.pointcloud2 import RING_FIELDS
+
+    name = next((n for n in RING_FIELDS if n in cloud.fields), None)
+    if name is None:
+        log.info("%s has no ring or channel field: the scan search bins by elevation", path)
+        return None
+    try:
+        return check_rings(cloud.fields[name], len(cloud.xyz))
+    except ValueError as error:
+        raise CommandError(f"{path}: field {name}: {error}") from None
 
 
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:

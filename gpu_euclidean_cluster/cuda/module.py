@@ -23,6 +23,8 @@ The package's compile units (few, as each costs an NVRTC run the first time a ma
   ``UF_LINK_BLOCKS_PER_SM``.
 * ``matrix.matrix_source(b)``: the matrix-based method, specialised per block size ``b``
   (``MATRIX_B``); only the method's own kernels are recompiled for another ``b``.
+* ``kdtree.STRUCTURES``: the kd-tree and scan-bin searches with the graph and ``union_find``
+  kernels they feed (``UNION_FIND``'s constants).
 
 Other modules may define their own :class:`KernelSource` (e.g. the PointCloud2 kernels). CuPy is
 imported on the first compile only, so this module loads without it.
