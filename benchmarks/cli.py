@@ -561,7 +561,7 @@ def run_attack_only(options: Any, output: Path) -> int:
     def show(case: Any) -> None:
         print(f"{case.group} {case.name}: {case.outcome} (exit {case.exit_code})", flush=True)
 
-    report = run_attack(*attack_inputs(options), progress=show)
+    report = run_attack(*attack_inputs(options), progress=show, backend=options.backend)
     targets = check_attack(report)
     output.mkdir(parents=True, exist_ok=True)
     result = {**report.as_dict(), "targets": [t.as_dict() for t in targets]}

@@ -267,7 +267,7 @@ def run_reliability(options: ReliabilityOptions) -> ReliabilityReport:
             )
         finally:
             nodes = sessions.close_all()
-    attack = run_attack(*attack_inputs(options), domain_id=domain_id)
+    attack = run_attack(*attack_inputs(options), domain_id=domain_id, backend=options.backend)
     # The nodes ran in processes of their own: a backend of the kind they reported, made here,
     # describes their device.
     backend = make_backend(sessions.backend() or options.backend)

@@ -5,8 +5,9 @@ Groups (:func:`build_cases`):
 - ``memory``: ``cluster`` on clouds whose memory the attack found out of proportion (kitti_000001
   at ``d_th`` 1e-20 and 1e30, 20 000 identical points with each paper's method, a dense blob with
   one far outlier, 1 MB of random bytes as points), on the CPU under an address-space limit of
-  :data:`ADDRESS_SPACE_LIMIT` (as the attack ran): right answers, or the paper's methods refused
-  with the reason, never a MemoryError;
+  :data:`ADDRESS_SPACE_LIMIT` (as the attack ran; with ``--backend cuda`` without it, since the
+  CUDA driver reserves more address space than that before any allocation): right answers, or
+  the paper's methods refused with the reason, never a MemoryError;
 - ``files``: ``gpu-euclidean-cluster cluster FILE --json`` on valid files (a real frame as KITTI
   ``.bin``, ``.npy``, binary and ASCII PCD; LZF data at its largest expansion; an ASCII value of
   200 000 digits; an empty file) and hostile ones (an ``.npy`` header claiming 10.9 TiB in 1.3 kB,
@@ -24,8 +25,10 @@ Groups (:func:`build_cases`):
 - ``launch``: each launch file with a missing params file and with one that is not YAML, where
   ``ros2 launch`` and the installed package are found beside this Python.
 
-Every process runs in a process group of its own under a time limit, in the run's private ROS
-domain with the LOCALHOST discovery range, its nodes in a namespace of their own. Per case
+The ``cluster`` cases and the node run the backend the suite is given (``bench reliability
+--backend``, passed on as it is). Every process runs in a process group of its own under a time
+limit, in the run's private ROS domain with the LOCALHOST discovery range, its nodes in a
+namespace of their own. Per case
 (:class:`AttackCaseResult`): how it ended, any Python traceback in its output, whether valid
 input was accepted with the right output (cluster counts: PCL's for the real frame; bag contents)
 and hostile input refused with its one line, and the peak RSS (``wait4``'s ``ru_maxrss``: the
@@ -165,6 +168,7 @@ class AttackReport:
     cases: list[AttackCaseResult]
     totals: list[AttackGroupTotals]
     not_run: list[str] = field(default_factory=list)
+    backend: str = "cpu"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -244,12 +248,12 @@ def _zero_lzf(size: int) -> bytes:
     return bytes(stream)
 
 
-def _memory_cases(folder: Path, large_frame: np.ndarray | None) -> list[AttackCase]:
+def _memory_cases(folder: Path, large_frame: np.ndarray | None, backend: str) -> list[AttackCase]:
     from gpu_euclidean_cluster import EuclideanClusterer
     from gpu_euclidean_cluster.core.config import ClusterConfig
 
     cluster = [*_launcher("gpu-euclidean-cluster", f"{PACKAGE}.commands.cli"), "cluster"]
-    cpu = ["--backend", "cpu", "--json"]
+    on_backend = ["--backend", backend, "--json"]
     rng = np.random.default_rng(21)
     clouds: list[tuple[str, str, np.ndarray, list[str], int | None]] = []
     if large_frame is not None:
@@ -280,19 +284,21 @@ def _memory_cases(folder: Path, large_frame: np.ndarray | None) -> list[AttackCa
                 name=f"cluster {name}",
                 group="memory",
                 what=what,
-                command=(*cluster, str(path), *cpu, *options),
+                command=(*cluster, str(path), *on_backend, *options),
                 valid=clusters is not None,
                 statuses=(OK,) if clusters is not None else (REFUSED,),
                 inputs=(path,),
                 check=None if clusters is None else _cluster_count(clusters),
                 refusal="" if clusters is not None else "use method 'union_find'",
-                address_space=ADDRESS_SPACE_LIMIT,
+                address_space=None if backend == "cuda" else ADDRESS_SPACE_LIMIT,
             )
         )
     return cases
 
 
-def _file_cases(folder: Path, frame: np.ndarray, frame_clusters: int) -> list[AttackCase]:
+def _file_cases(
+    folder: Path, frame: np.ndarray, frame_clusters: int, backend: str
+) -> list[AttackCase]:
     from gpu_euclidean_cluster.pointcloud_io import Cloud, write_pcd
 
     cluster = [*_launcher("gpu-euclidean-cluster", f"{PACKAGE}.commands.cli"), "cluster"]
@@ -344,7 +350,7 @@ def _file_cases(folder: Path, frame: np.ndarray, frame_clusters: int) -> list[At
                 name=f"cluster {name}",
                 group="files",
                 what=what,
-                command=(*cluster, str(path), "--json"),
+                command=(*cluster, str(path), "--backend", backend, "--json"),
                 valid=valid,
                 statuses=(OK,) if valid else (REFUSED,),
                 inputs=(path,),
@@ -535,10 +541,10 @@ def _left_behind(folder: Path, name: str) -> str | None:
     return f"left behind: {', '.join(left)}" if left else None
 
 
-def _node_cases(folder: Path, namespace: str) -> list[AttackCase]:
+def _node_cases(folder: Path, namespace: str, backend: str) -> list[AttackCase]:
     node = [
         *_launcher("euclidean_cluster_node", f"{PACKAGE}.ros.node"),
-        "--ros-args", "-r", f"__ns:={namespace}", "-p", "backend:=cpu",
+        "--ros-args", "-r", f"__ns:={namespace}", "-p", f"backend:={backend}",
     ]  # fmt: skip
     garbage = folder / "garbage.param.yaml"
     garbage.write_text("/**:\n  ros__parameters:\n    d_th: [\n      0.5: {\n")
@@ -631,17 +637,19 @@ def build_cases(
     frame_clusters: int,
     damaged_per_storage: int,
     large_frame: np.ndarray | None = None,
+    backend: str = "cpu",
 ) -> tuple[list[AttackCase], list[str]]:
-    """Every case, with its files written into ``folder``; and the groups not run (why)."""
+    """Every case, with its files written into ``folder``; and the groups not run (why).
+    ``backend``: the ``cluster`` cases' and the node's."""
     namespace = f"/attack_{os.getpid()}"
     not_run: list[str] = []
     if large_frame is None:
         not_run.append("memory: kitti_000001 at d_th 1e-20 and 1e30 (the frame was not found)")
-    cases = _memory_cases(folder, large_frame)
-    cases += _file_cases(folder, frame, frame_clusters)
+    cases = _memory_cases(folder, large_frame, backend)
+    cases += _file_cases(folder, frame, frame_clusters, backend)
     cases += _bag_cases(folder, frame, namespace, damaged_per_storage)
     cases += _option_cases(folder, frame, namespace)
-    cases += _node_cases(folder, namespace)
+    cases += _node_cases(folder, namespace, backend)
     cases += _launch_cases(folder, namespace, not_run)
     return cases, not_run
 
@@ -793,6 +801,7 @@ def run_attack(
     large_frame: np.ndarray | None = None,
     domain_id: int | None = None,
     progress: Callable[[AttackCaseResult], None] | None = None,
+    backend: str = "cpu",
 ) -> AttackReport:
     """Build every case in a temporary folder and run them one after the other.
 
@@ -803,11 +812,12 @@ def run_attack(
         large_frame: kitti_000001, for the memory cases at extreme d_th (None: not run).
         domain_id: the cases' ROS domain (default: a private one).
         progress: called with each case's result as it ends.
+        backend: the backend of the ``cluster`` cases and of the node.
     """
     env = case_env(private_domain_id() if domain_id is None else domain_id)
     with tempfile.TemporaryDirectory(prefix="attack-") as folder:
         cases, not_run = build_cases(
-            Path(folder), frame, frame_clusters, damaged_per_storage, large_frame
+            Path(folder), frame, frame_clusters, damaged_per_storage, large_frame, backend
         )
         results = []
         for case in cases:
@@ -821,7 +831,7 @@ def run_attack(
             results.append(judge(case, run))
             if progress is not None:
                 progress(results[-1])
-    return AttackReport(results, totals(results), not_run)
+    return AttackReport(results, totals(results), not_run, backend)
 
 
 def totals(results: list[AttackCaseResult]) -> list[AttackGroupTotals]:
@@ -847,7 +857,10 @@ def totals(results: list[AttackCaseResult]) -> list[AttackGroupTotals]:
 
 def format_attack(report: AttackReport) -> str:
     """Each case on one line, then the totals table."""
-    lines = ["hostile input: case, outcome, peak RSS against 20 x input + allowance"]
+    lines = [
+        f"hostile input ({report.backend} backend): case, outcome, peak RSS against 20 x input"
+        " + allowance"
+    ]
     for r in report.cases:
         flags = [f"WRONG: {r.wrong}"] * (r.wrong is not None) + ["TRACEBACK"] * r.traceback
         flags += ["VALID INPUT REFUSED"] * r.refused_valid + ["OVER MEMORY"] * (not r.within_memory)

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from benchmarks.reliability_attack import (
+    ADDRESS_SPACE_LIMIT,
     ALLOWANCE_MB,
     AttackCase,
     CaseRun,
+    build_cases,
     judge,
     run_process,
     totals,
@@ -82,3 +86,25 @@ def test_a_process_is_measured_interrupted_and_timed_out(tmp_path):
     assert stopped.status == 0 and "stop" in stopped.output
     hung = run_process((*PYTHON, "import time; time.sleep(60)"), {}, timeout_s=0.5)
     assert hung.status is None and hung.seconds < 30
+
+
+def test_the_cluster_cases_and_the_node_run_the_backend_given(tmp_path):
+    frame = np.random.default_rng(3).uniform(-20, 20, (2_000, 3)).astype(np.float32)
+    by_backend = {}
+    for backend in ("cpu", "cuda"):
+        folder = tmp_path / backend
+        folder.mkdir()
+        cases, _ = build_cases(folder, frame, 1, damaged_per_storage=0, backend=backend)
+        by_backend[backend] = cases
+    for backend, cases in by_backend.items():
+        clustering = [c for c in cases if c.group in ("memory", "files")]
+        node = [c for c in cases if c.group == "node"]
+        assert clustering and node
+        assert all(c.command[c.command.index("--backend") + 1] == backend for c in clustering)
+        assert all(f"backend:={backend}" in c.command for c in node)
+    memory = {
+        b: {c.address_space for c in cases if c.group == "memory"}
+        for b, cases in by_backend.items()
+    }
+    assert memory["cpu"] == {ADDRESS_SPACE_LIMIT}  # the CPU budget under the attack's limit
+    assert memory["cuda"] == {None}  # the CUDA driver reserves more address space than that
