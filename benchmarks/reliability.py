@@ -44,7 +44,6 @@ from gpu_euclidean_cluster.ros.qos import RELIABILITIES
 from .cases import data_dir
 from .errors import BenchError
 from .reliability_attack import (
-    ALLOWANCE_MB,
     MEMORY_FACTOR,
     PCL_KITTI_000008_AT_0_5,
     AttackReport,
@@ -587,7 +586,7 @@ def check_attack(attack: AttackReport) -> list[TargetCheck]:
         for c in cases
         if not c.within_memory
     ]
-    memory = f"hostile input: peak RSS <= {MEMORY_FACTOR:g} x input + {ALLOWANCE_MB:g} MB"
+    memory = f"hostile input: peak RSS <= {MEMORY_FACTOR:g} x input + {attack.allowance_mb:g} MB"
     return [
         _check("hostile input: 0 crashes", crashed, len(cases)),
         _check("hostile input: 0 tracebacks", traced, len(cases)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pytest
 
 from benchmarks.reliability_attack import (
     ADDRESS_SPACE_LIMIT,
@@ -14,12 +15,22 @@ from benchmarks.reliability_attack import (
     AttackCase,
     CaseRun,
     build_cases,
+    cuda_runtime_mb,
     judge,
     run_process,
     totals,
 )
 
 PYTHON = (sys.executable, "-c")
+
+
+def _has_cuda() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # CuPy missing, or no driver / device: the CPU-only machines
+        return False
 
 
 def _case(valid: bool, statuses: tuple[int, ...], **changes) -> AttackCase:
@@ -108,3 +119,30 @@ def test_the_cluster_cases_and_the_node_run_the_backend_given(tmp_path):
     }
     assert memory["cpu"] == {ADDRESS_SPACE_LIMIT}  # the CPU budget under the attack's limit
     assert memory["cuda"] == {None}  # the CUDA driver reserves more address space than that
+
+
+def test_a_paper_method_on_identical_points_may_answer_or_refuse_with_the_reason(tmp_path):
+    frame = np.random.default_rng(3).uniform(-20, 20, (2_000, 3)).astype(np.float32)
+    cases, _ = build_cases(tmp_path, frame, 1, damaged_per_storage=0, backend="cuda")
+    identical = [c for c in cases if "identical points" in c.name]
+    assert len(identical) == 3
+    case = identical[0]
+    answered = judge(case, CaseRun(0, '{"clusters": 1}\n', 400.0, 1.0))
+    refused = judge(case, CaseRun(2, "cluster: error: x: use method 'union_find'\n", 60.0, 0.1))
+    two = judge(case, CaseRun(0, '{"clusters": 2}\n', 400.0, 1.0))
+    unexplained = judge(case, CaseRun(2, "cluster: error: x: MemoryError\n", 60.0, 0.1))
+    assert (answered.wrong, refused.wrong, refused.refused_valid) == (None, None, False)
+    assert two.wrong and unexplained.wrong
+
+
+def test_the_memory_bound_takes_the_allowance_given():
+    case = _case(True, (0,))
+    result = judge(case, CaseRun(0, "", 700.0, 0.1), allowance_mb=ALLOWANCE_MB + 400)
+    assert result.memory_bound_mb == ALLOWANCE_MB + 400 and result.within_memory
+    assert not judge(case, CaseRun(0, "", 700.0, 0.1)).within_memory
+
+
+@pytest.mark.skipif(_has_cuda(), reason="a CUDA device is here: the probe measures it")
+def test_the_cuda_runtime_probe_fails_with_the_reason_without_cuda():
+    with pytest.raises(RuntimeError, match="the CUDA runtime probe failed"):
+        cuda_runtime_mb({})
