@@ -19,7 +19,7 @@ And the floors of the host the node runs on: ``python_call`` (an empty Python ca
 ``gpu_round_trip`` (an empty kernel launched and waited for), ``copy_in`` (the frame's payload into
 pinned memory and onto the device) and ``copy_out`` (the labelled payload back).
 
-    python -m benchmarks.frame_split [--backend cuda] [--repeats 200]   # prints the JSON
+    python -m benchmarks.frame_split [--backend cuda] [--repeats 200] [--labeled-layout compact]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from gpu_euclidean_cluster.clusterer import EuclideanClusterer, make_backend
+from gpu_euclidean_cluster.core.frame import DEFAULT_LABELED_LAYOUT, LABELED_LAYOUTS, LabeledLayout
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import RawCloud, from_cdr, from_structured
 
 from .cases import data_dir
@@ -48,6 +49,7 @@ class FrameSplit:
     """The frame measured and the timing of each step (ms)."""
 
     frame: str
+    labeled_layout: str
     points: int
     clusters: int
     backend: str
@@ -72,10 +74,15 @@ def input_cloud(seed: int = 0) -> tuple[RawCloud, str]:
 
 
 def measure_frame_split(
-    backend_name: str = "auto", warmup: int = 5, repeats: int = 200, budget_s: float = 5.0
+    backend_name: str = "auto",
+    warmup: int = 5,
+    repeats: int = 200,
+    budget_s: float = 5.0,
+    labeled_layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
 ) -> FrameSplit:
     """Median and p99 of each step (see the module doc), each run ``warmup`` times untimed and
-    up to ``repeats`` times within ``budget_s`` seconds."""
+    up to ``repeats`` times within ``budget_s`` seconds; the labelled cloud in
+    ``labeled_layout``."""
     from std_msgs.msg import Header
 
     from gpu_euclidean_cluster.frame import FramePipeline
@@ -95,7 +102,7 @@ def measure_frame_split(
     parsed, _ = from_cdr(message)
     frame = codec.decode(parsed, window)
     result = clusterer.cluster(frame.points, frame.mask)
-    output = pipeline.process(parsed, config, window)
+    output = pipeline.process(parsed, config, window, labeled_layout=labeled_layout)
 
     def decode() -> Any:
         decoded = codec.decode(parsed, window)
@@ -103,12 +110,12 @@ def measure_frame_split(
         return decoded
 
     def encode() -> Any:
-        return codec.encode(result.labels, result.cluster_sizes, copy=False)
+        return codec.encode(result.labels, result.cluster_sizes, copy=False, layout=labeled_layout)
 
     def whole(serialize: bool) -> Callable[[], Any]:
         def run() -> Any:
             cloud_in, _ = from_cdr(message)
-            out = pipeline.process(cloud_in, config, window)
+            out = pipeline.process(cloud_in, config, window, labeled_layout=labeled_layout)
             if serialize:
                 point_cloud_cdr(out.labeled, header)
                 point_cloud_cdr(out.clusters, header)
@@ -138,6 +145,7 @@ def measure_frame_split(
         )
     return FrameSplit(
         frame=source,
+        labeled_layout=labeled_layout,
         points=cloud.num_points,
         clusters=result.num_clusters,
         backend=backend.name,
@@ -196,9 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.frame_split", description=__doc__)
     parser.add_argument("--backend", default="auto", help="auto, cuda or cpu (default auto)")
     parser.add_argument("--repeats", type=int, default=200, help="timed calls per step")
+    parser.add_argument(
+        "--labeled-layout",
+        choices=LABELED_LAYOUTS,
+        default=DEFAULT_LABELED_LAYOUT,
+        help=f"the labelled cloud's layout (default {DEFAULT_LABELED_LAYOUT})",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    split = measure_frame_split(args.backend, repeats=args.repeats)
+    split = measure_frame_split(
+        args.backend, repeats=args.repeats, labeled_layout=args.labeled_layout
+    )
     print(
         json.dumps({**asdict(split), "wall_s": round(time.perf_counter() - started, 1)}, indent=2)
     )

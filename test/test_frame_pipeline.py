@@ -34,7 +34,12 @@ from gpu_euclidean_cluster.core.cluster_stats import (
 from gpu_euclidean_cluster.core.frame import GroupedRecords, flatten_heights
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
 from gpu_euclidean_cluster.cpu.frame import clip_mask, cluster_mask
-from gpu_euclidean_cluster.cuda.frame import cluster_threads, output_layout, plan_xyz
+from gpu_euclidean_cluster.cuda.frame import (
+    cluster_threads,
+    compact_layout,
+    output_layout,
+    plan_xyz,
+)
 from gpu_euclidean_cluster.frame import (
     DecodedFrame,
     EncodedFrame,
@@ -52,6 +57,8 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
     RawCloud,
     append_fields,
     from_structured,
+    keep_fields,
+    read_fields,
     read_xyz,
 )
 from gpu_euclidean_cluster.ros.settings import NodeSettings
@@ -329,6 +336,35 @@ def emulate_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
+def emulate_compact_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
+    """pc2_encode_compact's word rule: output byte b below the x, y, z sizes' sum is byte b of
+    x, then y, then z (at their input offsets), the cluster_id word, zeros."""
+    plan, layout = plan_xyz(cloud), compact_layout(plan_xyz(cloud))
+    n = plan.num_points
+    words = layout.point_step // 4
+    out = np.zeros((n, words, 4), dtype=np.uint8)
+    if n == 0:
+        return out.reshape(-1)
+    raw = np.frombuffer(cloud.data, dtype=np.uint8, count=plan.nbytes)
+    rows = raw.reshape(plan.height, plan.row_step)[:, : plan.width * plan.point_step]
+    points = rows.reshape(n, plan.point_step)
+    order = ">" if plan.big_endian else "<"
+    cid = np.asarray(labels, dtype=np.int32).astype(order + "i4").view(np.uint8).reshape(n, 4)
+    sources = [
+        offset + b
+        for offset, datatype in zip(plan.offsets, plan.datatypes, strict=True)
+        for b in range(DATATYPES[datatype].itemsize)
+    ]
+    for w in range(words):
+        if w == layout.cluster_id_offset // 4:
+            out[:, w] = cid
+            continue
+        for k in range(4):
+            if 4 * w + k < len(sources):
+                out[:, w, k] = points[:, sources[4 * w + k]]
+    return out.reshape(-1)
+
+
 def emulate_grouping(cloud: RawCloud, labels: np.ndarray, sizes: Any) -> GroupedRecords:
     """pc2_group_records' rule: the sorted ``(label + 1) << 32 | index`` keys after the
     unlabelled points, each record read at ``row * row_step + column * point_step``."""
@@ -453,14 +489,22 @@ class ModelCodec:
             return DecodedFrame(np.ascontiguousarray(points, dtype=np.float32), mask)
 
     def encode(
-        self, labels: np.ndarray, sizes: np.ndarray, copy: bool = True, group: bool = False
+        self,
+        labels: np.ndarray,
+        sizes: np.ndarray,
+        copy: bool = True,
+        group: bool = False,
+        layout: str = "full",
     ) -> EncodedFrame:
         assert self.cloud is not None
         labels = np.asarray(labels, dtype=np.int32)
-        layout = output_layout(self.cloud)
+        if layout == "compact":
+            out, payload = compact_layout(plan_xyz(self.cloud)), emulate_compact_payload
+        else:
+            out, payload = output_layout(self.cloud), emulate_payload
         labeled = RawCloud(
-            layout.fields, self.cloud.height, self.cloud.width, layout.point_step,
-            self.cloud.width * layout.point_step, emulate_payload(self.cloud, labels),
+            out.fields, self.cloud.height, self.cloud.width, out.point_step,
+            self.cloud.width * out.point_step, payload(self.cloud, labels),
             self.cloud.is_bigendian, self.cloud.is_dense,
         )  # fmt: skip
         grouped = emulate_grouping(self.cloud, labels, sizes) if group else None
@@ -532,6 +576,38 @@ def test_output_layout_and_word_rule_match_append_fields(base, name):
     assert layout.fields == expected.fields
     assert layout.point_step == expected.point_step
     assert emulate_payload(cloud, labels).tobytes() == np.asarray(expected.data).tobytes()
+
+
+@pytest.mark.parametrize("name", LAYOUT_NAMES + list(EMPTY_CLOUDS))
+def test_compact_layout_and_word_rule_match_keep_fields(base, name):
+    cloud = layout_cloud(base, name)
+    labels = np.arange(cloud.num_points, dtype=np.int32) % 37 - 1
+    expected = append_fields(keep_fields(cloud, ("x", "y", "z")), {"cluster_id": labels})
+    layout = compact_layout(plan_xyz(cloud))
+    assert layout.fields == expected.fields
+    assert layout.point_step == expected.point_step
+    assert emulate_compact_payload(cloud, labels).tobytes() == np.asarray(expected.data).tobytes()
+    if cloud.num_points:  # the coordinates pass through bit for bit, in the input's byte order
+        assert read_xyz(expected).tobytes() == read_xyz(cloud).tobytes()
+        assert np.array_equal(read_fields(expected, ["cluster_id"])["cluster_id"], labels)
+
+
+@pytest.mark.parametrize(
+    "name", ["packed_f32", "float64", "big_endian_f64", "organised_row_padding"]
+)
+def test_the_cpu_codec_encodes_the_compact_layout(base, name):
+    cloud = layout_cloud(base, name)
+    settings = SETTINGS["default"]
+    full = run(FramePipeline("cpu"), cloud, settings)
+    compact = FramePipeline("cpu").process(
+        cloud, settings.cluster, settings.window, labeled_layout="compact"
+    )
+    labels = np.asarray(full.result.labels)
+    expected = append_fields(keep_fields(cloud, ("x", "y", "z")), {"cluster_id": labels})
+    assert compact.labeled.fields == expected.fields
+    assert as_bytes(compact.labeled.data) == as_bytes(expected.data)
+    assert compact.labeled.point_step < full.labeled.point_step
+    assert compact.table.tobytes() == full.table.tobytes()
 
 
 def test_colour_formula_matches_cluster_rgb():
@@ -759,13 +835,15 @@ def test_frame_window_carries_the_settings():
 # CPU-only tests: FramePipeline with the NumPy models of the kernels as its codec
 
 
+@pytest.mark.parametrize("layout", ["full", "compact"])
 @pytest.mark.parametrize("key", ["default", "window_flat", "implausible", "no_limit"])
 @pytest.mark.parametrize("name", ["packed_f32", "float64", "organised_row_padding", "width0"])
-def test_model_codec_matches_the_cpu_codec(base, name, key):
+def test_model_codec_matches_the_cpu_codec(base, name, key, layout):
     cloud = layout_cloud(base, name)
     settings = SETTINGS[key]
-    expected = run(FramePipeline("cpu"), cloud, settings)
-    got = run(FramePipeline(ModelBackend()), cloud, settings)
+    cluster, window = settings.cluster, settings.window
+    expected = FramePipeline("cpu").process(cloud, cluster, window, labeled_layout=layout)
+    got = FramePipeline(ModelBackend()).process(cloud, cluster, window, labeled_layout=layout)
     assert got.fallback_reason is None
     assert_same_output(got, expected)
 
@@ -774,9 +852,7 @@ def test_pipeline_falls_back_to_the_cpu_on_out_of_memory(base):
     error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})
 
     class FailingCodec(ModelCodec):
-        def encode(
-            self, labels: Any, sizes: Any, copy: bool = True, group: bool = False
-        ) -> EncodedFrame:
+        def encode(self, *args: Any, **kwargs: Any) -> EncodedFrame:
             raise error("out of memory allocating 512 bytes")
 
     class FailingBackend(ModelBackend):
@@ -902,6 +978,41 @@ def test_odd_layouts_match_the_cpu_backend(gpu_processor, base, name, key):
     expected = run(FramePipeline("cpu"), cloud, settings)
     got = run(gpu_processor, cloud, settings)
     assert got.fallback_reason is None
+    assert_same_output(got, expected)
+
+
+@pytest.mark.parametrize("name", LAYOUT_NAMES + list(EMPTY_CLOUDS))
+@pytest.mark.gpu
+@requires_cuda
+def test_the_compact_layout_matches_the_cpu_backend(gpu_processor, base, name):
+    cloud = layout_cloud(base, name)
+    settings = SETTINGS["default"]
+    expected = FramePipeline("cpu").process(
+        cloud, settings.cluster, settings.window, labeled_layout="compact", group_records=True
+    )
+    got = gpu_processor.process(
+        cloud, settings.cluster, settings.window, labeled_layout="compact", group_records=True
+    )
+    assert got.fallback_reason is None
+    assert_same_output(got, expected)
+    # and the next frame in the full layout is unchanged by it
+    assert_same_output(
+        run(gpu_processor, cloud, settings), run(FramePipeline("cpu"), cloud, settings)
+    )
+
+
+@pytest.mark.parametrize("frame", list(FRAME_FIELDS))
+@pytest.mark.gpu
+@requires_cuda
+def test_real_frames_in_the_compact_layout_match_the_cpu_backend(gpu_processor, load_frame, frame):
+    cloud = xyzi_cloud(load_frame(frame))
+    settings = SETTINGS["default"]
+    expected = FramePipeline("cpu").process(
+        cloud, settings.cluster, settings.window, labeled_layout="compact"
+    )
+    got = gpu_processor.process(cloud, settings.cluster, settings.window, labeled_layout="compact")
+    assert got.result.backend == "cuda" and got.fallback_reason is None
+    assert got.labeled.point_step == 16
     assert_same_output(got, expected)
 
 

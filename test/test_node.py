@@ -283,6 +283,27 @@ def test_pose_estimation_adds_oriented_boxes_live(ros, stamps):
         peer.set_parameters(NAME, pose_estimation=False)
 
 
+def test_compact_labeled_layout_applies_live_and_refuses_unknown_layouts(ros, stamps):
+    """labeled_layout compact: output/labeled_points carries x, y, z and cluster_id only (16
+    bytes a point), the same labels and coordinates as the full layout; a bogus layout is
+    refused with the reason."""
+    _, peer = ros
+    points = xyzi_array(blobs([(0.0, 0.0, 0.0), (5.0, 5.0, 0.0), (-5.0, 2.0, 1.0)]))
+    (full,) = _send(peer, cloud_message(points, stamps()))
+    assert peer.set_parameters(NAME, labeled_layout="compact")[0].successful
+    try:
+        (compact,) = _send(peer, cloud_message(points, stamps()))
+        assert [f.name for f in compact.fields] == ["x", "y", "z", "cluster_id"]
+        assert compact.point_step == 16 and full.point_step == 24
+        got, expected = decode(compact), decode(full)
+        for name in ("x", "y", "z", "cluster_id"):
+            assert np.array_equal(got[name], expected[name]), name
+        (bad,) = peer.set_parameters(NAME, labeled_layout="xyz")
+        assert not bad.successful and "labeled_layout must be one of full, compact" in bad.reason
+    finally:
+        peer.set_parameters(NAME, labeled_layout="full")
+
+
 def test_diffnormals_applies_live_and_refuses_bad_radii(ros, stamps):
     """use_diffnormals (live): a flat floor is not clustered, a pole is; radii in the wrong order
     are refused with the reason and leave the filter as it was."""

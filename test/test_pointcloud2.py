@@ -277,3 +277,38 @@ def test_from_cdr_refuses_more_fields_than_the_limit_before_reading_them():
     # A count of 2**32 - 1 in a 100-byte message: refused by the count, not by reading.
     with pytest.raises(pc.PointCloud2Error, match="4294967295 fields, over the limit of 1024"):
         pc.from_cdr(_cdr(b"lidar\0", [], declared=2**32 - 1))
+
+
+def test_keep_fields_packs_the_named_fields_in_order_byte_order_kept():
+    dtype = np.dtype(
+        {"names": ["z", "pad", "x", "t", "y"], "formats": [">f8", ">u2", ">f4", ">u4", ">i2"]}
+    )
+    points = np.zeros((2, 3), dtype=dtype)  # organised: 2 rows of 3
+    points["x"], points["y"], points["z"] = 1.5, -7, 2.25
+    points["x"][1, 2] = -0.0
+    types = {"x": pc.FLOAT32, "y": pc.INT16, "z": pc.FLOAT64, "pad": pc.UINT16, "t": pc.UINT32}
+    fields = tuple(pc.Field(name, dtype.fields[name][1], types[name]) for name in dtype.names)
+    step = dtype.itemsize
+    cloud = pc.RawCloud(fields, 2, 3, step, 3 * step, points.tobytes(), is_bigendian=True)
+    kept = pc.keep_fields(cloud, ("x", "y", "z"))
+    assert [(f.name, f.offset, f.datatype) for f in kept.fields] == [
+        ("x", 0, pc.FLOAT32), ("y", 4, pc.INT16), ("z", 6, pc.FLOAT64),
+    ]  # fmt: skip
+    assert (kept.height, kept.width, kept.point_step, kept.row_step) == (2, 3, 14, 42)
+    assert kept.is_bigendian
+    records = np.frombuffer(bytes(kept.data), dtype=np.uint8).reshape(6, 14)
+    original = points.reshape(-1)
+    assert records[:, 0:4].tobytes() == original["x"].tobytes()
+    assert records[:, 4:6].tobytes() == original["y"].tobytes()
+    assert records[:, 6:14].tobytes() == original["z"].tobytes()
+
+
+def test_keep_fields_refuses_a_missing_field_or_a_count_above_one():
+    cloud = pc.from_xyz(np.zeros((3, 3), np.float32))
+    with pytest.raises(pc.PointCloud2Error, match="missing field"):
+        pc.keep_fields(cloud, ("x", "intensity"))
+    counted = pc.RawCloud(
+        (pc.Field("x", 0, pc.FLOAT32, 2), pc.Field("y", 8, pc.FLOAT32)), 1, 1, 12, 12, bytes(12)
+    )
+    with pytest.raises(ValueError, match="field x has count 2, not 1"):
+        pc.keep_fields(counted, ("x", "y"))

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 #: Default plausibility limit of a coordinate (m): no LiDAR sees a kilometre, let alone 1000.
 MAX_COORDINATE = 1e6
+
+LabeledLayout = Literal["full", "compact"]
+#: The labelled cloud's layouts: ``full`` is every input field, then ``cluster_id`` (int32) and
+#: ``rgb`` (packed float32), as ``pointcloud2.append_fields`` lays them out; ``compact`` is x, y
+#: and z as the input holds them (its datatypes and byte order), packed, then ``cluster_id``:
+#: 16 bytes a point for float32 coordinates.
+LABELED_LAYOUTS: tuple[str, ...] = get_args(LabeledLayout)
+#: The layout unless asked otherwise: nothing of the input is lost.
+DEFAULT_LABELED_LAYOUT: LabeledLayout = "full"
 
 
 @dataclass(frozen=True)
@@ -131,8 +140,9 @@ class EncodedFrame:
     """What a codec's ``encode`` returns for the last decoded frame.
 
     Attributes:
-        labeled: the input cloud with ``cluster_id`` (int32) and ``rgb`` (packed float32)
-            appended (a ``pointcloud_io.pointcloud2.RawCloud``).
+        labeled: the labelled cloud (a ``pointcloud_io.pointcloud2.RawCloud``) in the layout
+            ``encode`` was asked for (:data:`LABELED_LAYOUTS`): by default the input cloud with
+            ``cluster_id`` (int32) and ``rgb`` (packed float32) appended.
         table: (K,) rows of ``core.cluster_stats.CLUSTER_DTYPE``, a NumPy array of its own.
         implausible_points: finite points not clustered because a coordinate exceeded the
             window's ``max_coordinate``.

@@ -6,6 +6,7 @@ NumPy. Twin of ``cuda/frame.py``, and the definition its kernels follow bit for 
     >>> result = clusterer.cluster(frame.points, mask=frame.mask)
     >>> encoded = codec.encode(result.labels, result.cluster_sizes)
     >>> encoded = codec.encode(result.labels, result.cluster_sizes, group=True)  # + .grouped
+    >>> codec.encode(result.labels, result.cluster_sizes, layout="compact").labeled  # x y z id
 """
 
 from __future__ import annotations
@@ -15,8 +16,23 @@ from typing import Any
 import numpy as np
 
 from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, flatten_heights, group_records
-from ..pointcloud_io.pointcloud2 import RawCloud, append_fields, point_bytes, read_xyz
+from ..core.frame import (
+    DEFAULT_LABELED_LAYOUT,
+    DecodedFrame,
+    EncodedFrame,
+    FrameWindow,
+    LabeledLayout,
+    flatten_heights,
+    group_records,
+)
+from ..pointcloud_io.pointcloud2 import (
+    XYZ,
+    RawCloud,
+    append_fields,
+    keep_fields,
+    point_bytes,
+    read_xyz,
+)
 
 
 class CpuFrameCodec:
@@ -45,11 +61,17 @@ class CpuFrameCodec:
         return DecodedFrame(points=points, mask=mask)
 
     def encode(
-        self, labels: Any, sizes: Any, copy: bool = True, group: bool = False
+        self,
+        labels: Any,
+        sizes: Any,
+        copy: bool = True,
+        group: bool = False,
+        layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
     ) -> EncodedFrame:
-        """The labelled cloud, cluster table and implausible count of the last decoded frame
-        (``copy`` is for the GPU twin's reused buffers: these outputs are always new), and with
-        ``group`` each cluster's input records (``core.frame.group_records``).
+        """The labelled cloud in ``layout`` (``core.frame.LABELED_LAYOUTS``), cluster table and
+        implausible count of the last decoded frame (``copy`` is for the GPU twin's reused
+        buffers: these outputs are always new), and with ``group`` each cluster's input records
+        (``core.frame.group_records``).
 
         Raises:
             ValueError: ``labels`` do not number exactly ``len(sizes)`` non-empty clusters.
@@ -57,9 +79,13 @@ class CpuFrameCodec:
         if self._cloud is None or self._xyz is None:
             raise RuntimeError("encode() needs a decode() first")
         labels = np.asarray(labels, dtype=np.int32)
-        colours = pack_rgb(cluster_rgb(labels))
+        if layout == "compact":
+            labeled = append_fields(keep_fields(self._cloud, XYZ), {"cluster_id": labels})
+        else:
+            colours = pack_rgb(cluster_rgb(labels))
+            labeled = append_fields(self._cloud, {"cluster_id": labels, "rgb": colours})
         return EncodedFrame(
-            labeled=append_fields(self._cloud, {"cluster_id": labels, "rgb": colours}),
+            labeled=labeled,
             table=cluster_table(self._xyz, labels, len(sizes)),
             implausible_points=self._implausible,
             grouped=group_records(point_bytes(self._cloud), labels, len(sizes)) if group else None,

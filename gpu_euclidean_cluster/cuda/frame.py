@@ -7,6 +7,7 @@ bit what the CPU twin (``cpu/frame.py``) produces.
     >>> encoded = codec.encode(result.labels, result.cluster_sizes)
     >>> encoded.labeled  # == append_fields(cloud, {"cluster_id": ..., "rgb": ...})
     >>> codec.encode(result.labels, result.cluster_sizes, group=True).grouped  # records by cluster
+    >>> codec.encode(result.labels, result.cluster_sizes, layout="compact").labeled  # x y z id
 
 Per frame: the raw payload is copied once into a reused pinned staging buffer and once to the
 device; x/y/z decoding, the plausibility and window mask and the ``use_height=false`` flattening
@@ -32,7 +33,9 @@ How the bytes come out identical (no tolerances anywhere):
   ``min_y``/``max_y``. The kernel does the
   same double operations, each rounded once (``__dmul_rn``, ``__dadd_rn``, no FMA).
 * **Payload**: ``append_fields``' layout (:func:`output_layout`) and ``cluster_rgb``'s HSV
-  formula evaluated in float64 with the same operations.
+  formula evaluated in float64 with the same operations; the compact layout
+  (:func:`compact_layout`, ``pc2_encode_compact``) copies the x, y, z bytes as ``keep_fields``
+  does.
 * **Cluster table**: the package's own arithmetic (``cluster_stats.cluster_table``): the kernel
   sorts ``(label + 1) << 32 | index`` keys (index order within a cluster), sums leaves of
   ``SUM_LEAF`` points left to right, one thread each, then adds the leaf sums pairwise up a
@@ -47,7 +50,14 @@ from typing import Any
 import numpy as np
 
 from ..core.cluster_stats import CLUSTER_DTYPE, SUM_LEAF
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords
+from ..core.frame import (
+    DEFAULT_LABELED_LAYOUT,
+    DecodedFrame,
+    EncodedFrame,
+    FrameWindow,
+    GroupedRecords,
+    LabeledLayout,
+)
 from ..pointcloud_io.pointcloud2 import (
     DATATYPES,
     FLOAT32,
@@ -114,8 +124,9 @@ class OutputLayout:
 
     Attributes:
         fields: the input fields not named cluster_id or rgb, then cluster_id (int32) and rgb
-            (float32).
-        cluster_id_offset, rgb_offset: byte offsets of the two new fields (multiples of 4).
+            (float32); in the compact layout x, y, z, then cluster_id.
+        cluster_id_offset, rgb_offset: byte offsets of the two new fields (multiples of 4; no
+            rgb in the compact layout: -1).
         point_step: bytes per output point (a multiple of 4); rows are not padded.
     """
 
@@ -183,6 +194,18 @@ def output_layout(cloud: RawCloud) -> OutputLayout:
     return OutputLayout(tuple(fields), cluster_id, rgb, _align(rgb + 4, 4))
 
 
+def compact_layout(plan: XyzPlan) -> OutputLayout:
+    """The compact labelled cloud's layout (``keep_fields(cloud, XYZ)`` then ``append_fields``
+    of cluster_id): x, y, z packed from byte 0 in their input datatypes, cluster_id 4-aligned."""
+    fields, offset = [], 0
+    for name, datatype in zip(XYZ, plan.datatypes, strict=True):
+        fields.append(Field(name, offset, datatype))
+        offset += DATATYPES.get(datatype, DATATYPES[UINT8]).itemsize  # known unless empty
+    cluster_id = _align(offset, 4)
+    fields.append(Field("cluster_id", cluster_id, INT32))
+    return OutputLayout(tuple(fields), cluster_id, -1, cluster_id + 4)
+
+
 def cluster_threads(sizes: np.ndarray) -> np.ndarray:
     """Threads of the cluster-table kernel per cluster: one per leaf of ``SUM_LEAF`` points."""
     return -(-np.asarray(sizes, dtype=np.int64) // SUM_LEAF)
@@ -223,7 +246,14 @@ class _Frame:
 #: they are compiled with.
 KERNEL_FILES = ("common.cuh", "pointcloud2.cu", "pc2_group.cu")
 KERNEL_CONSTANTS = (("PC2_SUM_LEAF", SUM_LEAF),)
-KERNELS = ("pc2_decode", "pc2_encode", "pc2_table_f32", "pc2_table_f64", "pc2_group_records")
+KERNELS = (
+    "pc2_decode",
+    "pc2_encode",
+    "pc2_encode_compact",
+    "pc2_table_f32",
+    "pc2_table_f64",
+    "pc2_group_records",
+)
 
 
 class CudaFrameCodec:
@@ -333,7 +363,12 @@ class CudaFrameCodec:
             return DecodedFrame(points.reshape(n, 3), mask)
 
     def encode(
-        self, labels: Any, sizes: Any, copy: bool = True, group: bool = False
+        self,
+        labels: Any,
+        sizes: Any,
+        copy: bool = True,
+        group: bool = False,
+        layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
     ) -> EncodedFrame:
         """The labelled cloud, cluster table and implausible count of the last decoded frame.
 
@@ -345,10 +380,12 @@ class CudaFrameCodec:
                 the next ``encode`` reuses (about 0.3 ms for 120 k points); False hands out views
                 of them, valid until then.
             group: also gather each cluster's input records (``EncodedFrame.grouped``).
+            layout: the labelled cloud's (``core.frame.LABELED_LAYOUTS``).
 
         Returns:
             ``append_fields(cloud, {"cluster_id": labels, "rgb": pack_rgb(cluster_rgb(
-            labels))})`` and ``cluster_table(read_xyz(cloud), labels, K)`` (a copy); with
+            labels))})`` (``compact``: ``append_fields(keep_fields(cloud, XYZ), {"cluster_id":
+            labels})``) and ``cluster_table(read_xyz(cloud), labels, K)`` (a copy); with
             ``group``, ``group_records(point_bytes(cloud), labels, K)`` (``core/frame.py``).
 
         Raises:
@@ -364,8 +401,8 @@ class CudaFrameCodec:
         k = int(sizes.shape[0])
         if k and (int(sizes.min()) < 1 or int(sizes.sum()) > n):
             raise ValueError(f"labels do not number exactly {k} non-empty clusters")
-        layout = frame.layout
-        out_bytes = n * layout.point_step
+        out_layout = compact_layout(frame.plan) if layout == "compact" else frame.layout
+        out_bytes = n * out_layout.point_step
         table_words = 11 * k  # CLUSTER_DTYPE: 11 four-byte fields
         with self._device:
             labels = cupy.asarray(labels)
@@ -381,26 +418,7 @@ class CudaFrameCodec:
             if n:
                 keys = self._buffers.device("keys", n, np.uint64)
                 out = self._buffers.device("out", out_bytes // 4, np.uint32)
-                self._kernels["pc2_encode"](
-                    _blocks(n * (layout.point_step // 4)),
-                    (THREADS,),
-                    (
-                        frame.raw,
-                        np.int32(n),
-                        np.int32(frame.plan.width),
-                        np.int64(frame.plan.row_step),
-                        np.int32(frame.plan.point_step),
-                        np.int32(layout.point_step // 4),
-                        np.int32(layout.cluster_id_offset // 4),
-                        np.int32(layout.rgb_offset // 4),
-                        np.int32(frame.plan.big_endian),
-                        labels,
-                        np.int32(k),
-                        out,
-                        keys,
-                        err,
-                    ),
-                )
+                self._encode_payload(frame, out_layout, labels, k, out, keys, err)
                 if k:
                     self._table(frame, sizes, keys, err, stream)
                 payload_host = self._buffers.pinned("output", out_bytes)
@@ -434,22 +452,59 @@ class CudaFrameCodec:
                 records = grouped_host.copy() if copy else grouped_host
                 grouped = GroupedRecords(counts=sizes.copy(), records=records)
             return EncodedFrame(
-                labeled=self._output_cloud(frame, payload.copy() if copy else payload),
+                labeled=self._output_cloud(frame, out_layout, payload.copy() if copy else payload),
                 table=table_host[:table_words].view(CLUSTER_DTYPE).copy(),
                 implausible_points=int(status_host[1]),
                 grouped=grouped,
             )
 
-    def _output_cloud(self, frame: _Frame, payload: np.ndarray) -> RawCloud:
-        """The labelled cloud of ``frame`` with ``payload`` as its data (the layout
-        ``append_fields`` gives it)."""
+    def _encode_payload(
+        self,
+        frame: _Frame,
+        layout: OutputLayout,
+        labels: Any,
+        k: int,
+        out: Any,
+        keys: Any,
+        err: Any,
+    ) -> None:
+        """Queue the labelled payload in ``layout`` (full: ``pc2_encode``; compact:
+        ``pc2_encode_compact``) and the table's sort keys."""
+        plan = frame.plan
+        shape = (
+            frame.raw,
+            np.int32(plan.num_points),
+            np.int32(plan.width),
+            np.int64(plan.row_step),
+            np.int32(plan.point_step),
+            np.int32(layout.point_step // 4),
+            np.int32(layout.cluster_id_offset // 4),
+        )
+        if layout.rgb_offset >= 0:
+            name = "pc2_encode"
+            middle: tuple[Any, ...] = (np.int32(layout.rgb_offset // 4), np.int32(plan.big_endian))
+        else:
+            name = "pc2_encode_compact"
+            spans = (
+                (offset, DATATYPES.get(datatype, DATATYPES[UINT8]).itemsize)
+                for offset, datatype in zip(plan.offsets, plan.datatypes, strict=True)
+            )
+            middle = (np.int32(plan.big_endian), *(np.int32(v) for span in spans for v in span))
+        self._kernels[name](
+            _blocks(plan.num_points * (layout.point_step // 4)),
+            (THREADS,),
+            (*shape, *middle, labels, np.int32(k), out, keys, err),
+        )
+
+    def _output_cloud(self, frame: _Frame, layout: OutputLayout, payload: np.ndarray) -> RawCloud:
+        """The labelled cloud of ``frame`` in ``layout`` with ``payload`` as its data."""
         plan = frame.plan
         return RawCloud(
-            fields=frame.layout.fields,
+            fields=layout.fields,
             height=plan.height,
             width=plan.width,
-            point_step=frame.layout.point_step,
-            row_step=plan.width * frame.layout.point_step,
+            point_step=layout.point_step,
+            row_step=plan.width * layout.point_step,
             data=payload,
             is_bigendian=plan.big_endian,
             is_dense=frame.is_dense,

@@ -5,6 +5,7 @@
     >>> output.labeled, output.clusters, output.table, output.result
     >>> pipeline.process(cloud, config, window, group_records=True).grouped  # records by cluster
     >>> pipeline.process(cloud, config, window, oriented_boxes=True).boxes  # yaw, length, width
+    >>> pipeline.process(cloud, config, window, labeled_layout="compact").labeled  # x y z id
 
 The backend's frame codec (``Backend.frame_codec``: ``cpu/frame.py`` or ``cuda/frame.py``, twins
 with identical output) decodes the PointCloud2 payload onto the backend's device; the stages run
@@ -26,7 +27,15 @@ import numpy as np
 
 from ..clusterer import Backend, EuclideanClusterer, make_backend
 from ..core.config import ClusterConfig
-from ..core.frame import DecodedFrame, EncodedFrame, FrameWindow, GroupedRecords, flatten_heights
+from ..core.frame import (
+    DEFAULT_LABELED_LAYOUT,
+    DecodedFrame,
+    EncodedFrame,
+    FrameWindow,
+    GroupedRecords,
+    LabeledLayout,
+    flatten_heights,
+)
 from ..core.ground import GroundFit
 from ..core.memory import StructureTooLargeError
 from ..core.result import ClusterResult
@@ -66,7 +75,9 @@ class FrameOutput:
     """Everything published for one input frame.
 
     Attributes:
-        labeled: the input cloud with ``cluster_id`` (int32) and ``rgb`` (packed float32) added.
+        labeled: the input cloud with ``cluster_id`` (int32) and ``rgb`` (packed float32) added;
+            with ``process(..., labeled_layout="compact")`` only x, y, z and ``cluster_id``
+            (``core.frame.LABELED_LAYOUTS``).
         clusters: one point per cluster, fields of ``core.cluster_stats.CLUSTER_DTYPE``; with
             ``process(..., oriented_boxes=True)`` followed by ``yaw``, ``length`` and ``width``
             (float32: :attr:`boxes`' values rounded to nearest).
@@ -101,6 +112,15 @@ class FrameOutput:
     ground: np.ndarray | None = None
     ground_plane: tuple[float, float, float, float] | None = None
     boxes: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a caller of :meth:`FramePipeline.process` asked for beyond the labels."""
+
+    group_records: bool
+    oriented_boxes: bool
+    labeled_layout: LabeledLayout
 
 
 class FramePipeline:
@@ -184,9 +204,12 @@ class FramePipeline:
         *,
         group_records: bool = False,
         oriented_boxes: bool = False,
+        labeled_layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
     ) -> FrameOutput:
-        """Cluster one cloud; with ``group_records``, also group the input records by cluster
-        (:attr:`FrameOutput.grouped`: on the GPU backend a gather there and one more copy back);
+        """Cluster one cloud, its labelled cloud in ``labeled_layout``
+        (``core.frame.LABELED_LAYOUTS``); with ``group_records``, also group the input records by
+        cluster (:attr:`FrameOutput.grouped`: on the GPU backend a gather there and one more copy
+        back);
         with ``oriented_boxes``, also fit each cluster's minimum-area rectangle
         (:attr:`FrameOutput.boxes`, and three more columns of ``clusters``; by the backend, on
         the input's x, y, z and the labels: on the CPU about 10 ms for 1700 clusters of 120 k
@@ -201,38 +224,36 @@ class FramePipeline:
         Raises:
             PointCloud2Error: the cloud cannot be decoded (missing x/y/z, malformed layout).
         """
+        asked = _Asked(group_records, oriented_boxes, labeled_layout)
         try:
-            output = self._process_here_or_on_host(
-                cloud, config, window, group_records, oriented_boxes
-            )
+            output = self._process_here_or_on_host(cloud, config, window, asked)
         except (StructureTooLargeError, WorkTooLargeError) as error:
             reason = f"{error}; frame run with union_find"
             fused = config.with_changes(method="union_find", search="range")
-            output = self._process_here_or_on_host(
-                cloud, fused, window, group_records, oriented_boxes
-            )
+            output = self._process_here_or_on_host(cloud, fused, window, asked)
             reasons = (reason, output.fallback_reason) if output.fallback_reason else (reason,)
             output = replace(output, fallback_reason="; ".join(reasons))
         return output
 
     def _process_here_or_on_host(
-        self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, group: bool, boxes: bool
+        self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, asked: _Asked
     ) -> FrameOutput:
         """The frame on this backend; on the CPU when the device runs out of memory."""
         try:
-            return self._process(cloud, config, window, group, boxes)
+            return self._process(cloud, config, window, asked)
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
             reason = f"{self._backend.name} backend out of memory ({error}); frame run on the CPU"
         if self._host is None:
             self._host = FramePipeline("cpu", stages=self._stages)
-        output = self._host._process(cloud, config, window, group, boxes)
+        output = self._host._process(cloud, config, window, asked)
         return replace(output, fallback_reason=reason)
 
     def _process(
-        self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, group: bool, boxes: bool
+        self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, asked: _Asked
     ) -> FrameOutput:
+        boxes = asked.oriented_boxes
         # Stages and boxes see the true heights (a ground plane needs z, a box its z range); with
         # use_height False the points are flattened after the stages, as the codec would have
         # flattened them.
@@ -248,7 +269,11 @@ class FramePipeline:
         rings = read_rings(cloud) if config.search == "scan" else None
         result = self._clusterer_for(config).cluster(points, frame.mask, rings)
         encoded: EncodedFrame = self._codec.encode(
-            result.labels, result.cluster_sizes, copy=self._copy_output, group=group
+            result.labels,
+            result.cluster_sizes,
+            copy=self._copy_output,
+            group=asked.group_records,
+            layout=asked.labeled_layout,
         )
         output = FrameOutput(
             labeled=encoded.labeled,

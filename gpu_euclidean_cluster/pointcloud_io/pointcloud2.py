@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
@@ -309,6 +309,49 @@ def select_points(cloud: RawCloud, keep: np.ndarray) -> RawCloud:
         point_step=cloud.point_step,
         row_step=kept.shape[0] * cloud.point_step,
         data=kept.reshape(-1),
+        is_bigendian=cloud.is_bigendian,
+        is_dense=cloud.is_dense,
+    )
+
+
+def keep_fields(cloud: RawCloud, names: Sequence[str]) -> RawCloud:
+    """``cloud`` with only the named fields (each of count 1), packed in that order from byte 0:
+    each point's bytes of those fields as the cloud holds them (its byte order kept), no padding
+    between them; organised clouds keep their height and width, rows are not padded.
+
+    Raises:
+        PointCloud2Error: a malformed layout or a missing field (as :func:`read_fields`).
+        ValueError: a named field with a count other than 1.
+    """
+    records = point_bytes(cloud)
+    missing = [n for n in names if cloud.field(n) is None]
+    if missing:
+        present = ", ".join(f.name for f in cloud.fields) or "none"
+        raise PointCloud2Error(
+            "missing_fields", f"missing field(s) {', '.join(missing)} (cloud has: {present})"
+        )
+    kept, spans, offset = [], [], 0
+    for name in names:
+        field = cloud.field(name)
+        assert field is not None  # checked above
+        if field.count != 1:
+            raise ValueError(f"field {name} has count {field.count}, not 1")
+        size = DATATYPES.get(field.datatype, DATATYPES[UINT8]).itemsize  # known unless empty
+        kept.append(Field(name, offset, field.datatype))
+        spans.append((field.offset, size))
+        offset += size
+    out = np.empty((cloud.num_points, offset), dtype=np.uint8)
+    at = 0
+    for start, size in spans:
+        out[:, at : at + size] = records[:, start : start + size]
+        at += size
+    return RawCloud(
+        fields=tuple(kept),
+        height=cloud.height,
+        width=cloud.width,
+        point_step=offset,
+        row_step=cloud.width * offset,
+        data=out.reshape(-1),
         is_bigendian=cloud.is_bigendian,
         is_dense=cloud.is_dense,
     )

@@ -274,6 +274,7 @@ class EuclideanClusterNode(Node):
                 settings.window,
                 group_records=self._outputs.groups_records(),
                 oriented_boxes=settings.pose_estimation,
+                labeled_layout=settings.labeled_layout,
             )
         except PointCloud2Error as error:
             self._reject(error.kind, f"bad PointCloud2: {error}")

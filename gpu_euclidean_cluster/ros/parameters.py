@@ -18,6 +18,7 @@ from ..core import config
 from ..core.config import ConfigError
 from ..core.diffnormals import MAX_RADIUS as DIFFNORMALS_MAX_RADIUS
 from ..core.diffnormals import DiffNormalsSettings
+from ..core.frame import DEFAULT_LABELED_LAYOUT, LABELED_LAYOUTS
 from ..core.ground import MAX_ITERATIONS, GroundSettings
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
 from .settings import (
@@ -235,6 +236,15 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Autoware.ai's pose_estimation: a minimum-area rectangle in x-y per cluster (yaw, "
         "length, width): output/clusters gains yaw, length, width; the objects and markers "
         "are rotated boxes.",
+    ),
+    ParameterSpec(
+        "labeled_layout",
+        DEFAULT_LABELED_LAYOUT,
+        "Layout of output/labeled_points: full (every input field, then cluster_id and rgb) or "
+        "compact (x, y, z as the input holds them, then cluster_id: 16 bytes a point for "
+        "float32 coordinates, a third less than full for x, y, z, intensity; publish and copies "
+        "cost in proportion).",
+        choices=LABELED_LAYOUTS,
     ),
     ParameterSpec(
         "remove_ground",

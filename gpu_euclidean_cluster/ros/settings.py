@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
 from ..core.diffnormals import DiffNormalsSettings
-from ..core.frame import MAX_COORDINATE, FrameWindow
+from ..core.frame import (
+    DEFAULT_LABELED_LAYOUT,
+    LABELED_LAYOUTS,
+    MAX_COORDINATE,
+    FrameWindow,
+    LabeledLayout,
+)
 from ..core.ground import GroundSettings
 from ..pointcloud_io.pointcloud2 import MAX_FIELDS
 
@@ -47,6 +53,7 @@ class NodeSettings:
             (``frame/diffnormals.py``), or None (off).
         pose_estimation: a minimum-area oriented box per cluster (``core/oriented_boxes.py``).
         max_point_fields: a message declaring more fields is rejected before they are read.
+        labeled_layout: the layout of ``output/labeled_points`` (``core.frame.LABELED_LAYOUTS``).
     """
 
     cluster: ClusterConfig = field(
@@ -66,6 +73,7 @@ class NodeSettings:
     diffnormals: DiffNormalsSettings | None = None
     pose_estimation: bool = False
     max_point_fields: int = MAX_FIELDS
+    labeled_layout: LabeledLayout = DEFAULT_LABELED_LAYOUT
 
     @property
     def window(self) -> FrameWindow:
@@ -101,6 +109,11 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         lane = values[name]
         if isinstance(lane, bool) or not isinstance(lane, (int, float)) or not lane >= 0:
             problems.append(f"{name} must be a number of metres >= 0, got {lane!r}")
+    if values["labeled_layout"] not in LABELED_LAYOUTS:
+        problems.append(
+            f"labeled_layout must be one of {', '.join(LABELED_LAYOUTS)}, "
+            f"got {values['labeled_layout']!r}"
+        )
     if not values["max_coordinate"] > 0:  # type: ignore[operator]
         problems.append(f"max_coordinate must be > 0 m, got {values['max_coordinate']}")
     fields = values["max_point_fields"]
@@ -173,6 +186,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         diffnormals=diffnormals if values["use_diffnormals"] else None,
         pose_estimation=bool(values["pose_estimation"]),
         max_point_fields=int(fields),  # type: ignore[call-overload]
+        labeled_layout=values["labeled_layout"],  # type: ignore[arg-type]
     )
 
 

@@ -196,6 +196,17 @@ __device__ unsigned pc2_packed_rgb(int label) {
     return (ri << 16) | (gi << 8) | bi;
 }
 
+// The cluster_id word of point i (in the cloud's byte order), its sort key and its error flags.
+__device__ unsigned pc2_label_word(const int* __restrict__ labels, int i, int num_clusters,
+                                   int big_endian, unsigned long long* __restrict__ keys,
+                                   int* err) {
+    const int label = labels[i];
+    keys[i] = ((unsigned long long)(unsigned)(label + 1) << 32) | (unsigned)i;
+    if (label < -1) atomicOr(err, 2);
+    if (num_clusters > 0 && label >= num_clusters) atomicOr(err, 1);
+    return big_endian ? __byte_perm((unsigned)label, 0u, 0x0123) : (unsigned)label;
+}
+
 extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int n, int width,
                                       long long row_step, int in_step, int out_words,
                                       int cid_word, int rgb_word, int big_endian,
@@ -207,16 +218,10 @@ extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int
     const int i = (int)(t / out_words);
     const int w = (int)(t - (long long)i * out_words);
     unsigned word;
-    if (w == cid_word || w == rgb_word) {
-        const int label = labels[i];
-        if (w == cid_word) {
-            word = (unsigned)label;
-            keys[i] = ((unsigned long long)(unsigned)(label + 1) << 32) | (unsigned)i;
-            if (label < -1) atomicOr(err, 2);
-            if (num_clusters > 0 && label >= num_clusters) atomicOr(err, 1);
-        } else {
-            word = pc2_packed_rgb(label);
-        }
+    if (w == cid_word) {
+        word = pc2_label_word(labels, i, num_clusters, big_endian, keys, err);
+    } else if (w == rgb_word) {
+        word = pc2_packed_rgb(labels[i]);
         if (big_endian) word = __byte_perm(word, 0u, 0x0123);
     } else {
         const int row = i / width;
@@ -228,6 +233,43 @@ extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int
         } else {
             word = 0u;
             for (int k = 0; k < 4 && k < avail; ++k) word |= (unsigned)p[k] << (8 * k);
+        }
+    }
+    out[t] = word;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Encode, compact layout: keep_fields(cloud, ("x", "y", "z")) + append_fields(cluster_id). One
+// thread per 4-byte word of the output: bytes [0, xs + ys + zs) are the point's x, y and z bytes
+// as the input holds them (x at x_off, xs bytes; then y; then z), the cluster_id word sits at
+// cid_word in the cloud's byte order (with the sort key and flags of pc2_encode), the rest is
+// zero.
+
+extern "C" __global__ void pc2_encode_compact(const unsigned char* __restrict__ raw, int n,
+                                              int width, long long row_step, int in_step,
+                                              int out_words, int cid_word, int big_endian,
+                                              int x_off, int xs, int y_off, int ys, int z_off,
+                                              int zs, const int* __restrict__ labels,
+                                              int num_clusters, unsigned* __restrict__ out,
+                                              unsigned long long* __restrict__ keys, int* err) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t >= (long long)n * out_words) return;
+    const int i = (int)(t / out_words);
+    const int w = (int)(t - (long long)i * out_words);
+    unsigned word = 0u;
+    if (w == cid_word) {
+        word = pc2_label_word(labels, i, num_clusters, big_endian, keys, err);
+    } else {
+        const int row = i / width;
+        const int col = i - row * width;
+        const unsigned char* p = raw + row * row_step + (long long)col * in_step;
+        for (int k = 0; k < 4; ++k) {
+            const int b = 4 * w + k;  // output byte
+            int source = -1;
+            if (b < xs) source = x_off + b;
+            else if (b < xs + ys) source = y_off + (b - xs);
+            else if (b < xs + ys + zs) source = z_off + (b - xs - ys);
+            if (source >= 0) word |= (unsigned)p[source] << (8 * k);
         }
     }
     out[t] = word;
