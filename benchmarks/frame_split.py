@@ -20,6 +20,7 @@ And the floors of the host the node runs on: ``python_call`` (an empty Python ca
 pinned memory and onto the device) and ``copy_out`` (the labelled payload back).
 
     python -m benchmarks.frame_split [--backend cuda] [--repeats 200] [--labeled-layout compact]
+    python -m benchmarks.frame_split --profile 500   # cProfile of the whole frame, 500 times
 """
 
 from __future__ import annotations
@@ -200,6 +201,41 @@ def _pinned(nbytes: int) -> np.ndarray:
     return cupyx.empty_pinned(nbytes, dtype=np.uint8)
 
 
+def profile_frame(
+    backend_name: str, calls: int, labeled_layout: LabeledLayout, top: int = 40
+) -> str:
+    """cProfile's table (internal time first) of ``calls`` frames through ``from_cdr`` and
+    ``FramePipeline.process``, as the node runs them, after a warm-up."""
+    import cProfile
+    import io
+    import pstats
+
+    from std_msgs.msg import Header
+
+    from gpu_euclidean_cluster.frame import FramePipeline
+    from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr
+    from gpu_euclidean_cluster.ros.settings import NodeSettings
+
+    settings = NodeSettings()
+    message = point_cloud_cdr(input_cloud()[0], Header(frame_id="velodyne"))
+    pipeline = FramePipeline(make_backend(backend_name), copy_output=False)
+    pipeline.warm_up(settings.cluster, settings.window)
+
+    def frames(count: int) -> None:
+        for _ in range(count):
+            cloud, _ = from_cdr(message)
+            pipeline.process(
+                cloud, settings.cluster, settings.window, labeled_layout=labeled_layout
+            )
+
+    frames(5)
+    profiler = cProfile.Profile()
+    profiler.runcall(frames, calls)
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
+    return text.getvalue()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.frame_split", description=__doc__)
     parser.add_argument("--backend", default="auto", help="auto, cuda or cpu (default auto)")
@@ -210,7 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_LABELED_LAYOUT,
         help=f"the labelled cloud's layout (default {DEFAULT_LABELED_LAYOUT})",
     )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="FRAMES",
+        help="instead: cProfile's table of FRAMES whole frames (internal time first)",
+    )
     args = parser.parse_args(argv)
+    if args.profile:
+        print(profile_frame(args.backend, args.profile, args.labeled_layout))
+        return 0
     started = time.perf_counter()
     split = measure_frame_split(
         args.backend, repeats=args.repeats, labeled_layout=args.labeled_layout
