@@ -37,6 +37,7 @@ from gpu_euclidean_cluster.cpu.frame import clip_mask, cluster_mask
 from gpu_euclidean_cluster.cuda.frame import (
     cluster_threads,
     compact_layout,
+    layout_key,
     output_layout,
     plan_xyz,
 )
@@ -610,6 +611,38 @@ def test_the_cpu_codec_encodes_the_compact_layout(base, name):
     assert compact.table.tobytes() == full.table.tobytes()
 
 
+@pytest.mark.parametrize("name", LAYOUT_NAMES)
+def test_clouds_of_one_layout_key_have_one_plan(base, name):
+    """The codec plans a layout once (``layout_key``): every change of what the plan reads
+    changes the key."""
+    cloud = layout_cloud(base, name)
+    replace = dataclasses.replace
+    step, half, rows = cloud.point_step, cloud.width // 2, cloud.height
+    shifted = tuple(replace(f, offset=f.offset + 1) for f in cloud.fields)
+    wide, wider = cloud.width * (step + 1), cloud.width * (step + 4)
+    variants = [
+        replace(cloud, is_bigendian=not cloud.is_bigendian),
+        replace(cloud, point_step=step + 4, row_step=wider, data=bytes(rows * wider)),
+        replace(cloud, fields=cloud.fields[::-1]),
+        replace(cloud, fields=shifted, point_step=step + 1, row_step=wide, data=bytes(rows * wide)),
+        replace(cloud, height=1, width=half, row_step=half * step, data=bytes(half * step)),
+        replace(cloud, height=1, row_step=cloud.row_step + 4, data=bytes(cloud.row_step + 4)),
+    ]
+    plan = (plan_xyz(cloud), output_layout(cloud))
+    same = dataclasses.replace(cloud, data=bytes(memoryview(cloud.data).cast("B")))
+    assert layout_key(same) == layout_key(cloud)
+    for variant in variants:
+        try:
+            other = (plan_xyz(variant), output_layout(variant))
+        except PointCloud2Error:
+            continue
+        assert other == plan or layout_key(variant) != layout_key(cloud)
+    padded = replace(cloud, row_step=wider, data=bytes(rows * wider))  # room for a longer point
+    longer = replace(padded, point_step=step + 4)
+    assert output_layout(longer) != output_layout(padded)
+    assert layout_key(longer) != layout_key(padded)
+
+
 def test_colour_formula_matches_cluster_rgb():
     labels = np.arange(-1, 300_000, dtype=np.int32)
     expected = pack_rgb(cluster_rgb(labels)).view(np.uint32)
@@ -999,6 +1032,41 @@ def test_the_compact_layout_matches_the_cpu_backend(gpu_processor, base, name):
     assert_same_output(
         run(gpu_processor, cloud, settings), run(FramePipeline("cpu"), cloud, settings)
     )
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_a_planned_layout_still_checks_the_data_size(base):
+    """The second cloud of a layout is not planned again, but data shorter than row_step *
+    height is still refused as read_xyz refuses it, and the next good cloud decodes."""
+    codec = FramePipeline("cuda")._codec
+    cloud = layout_cloud(base, "organised_row_padding")
+    window = SETTINGS["default"].window
+    codec.decode(cloud, window)
+    short = dataclasses.replace(cloud, data=bytes(memoryview(cloud.data).cast("B"))[:-1])
+    with pytest.raises(PointCloud2Error) as got:
+        codec.decode(short, window)
+    with pytest.raises(PointCloud2Error) as expected:
+        read_xyz(short)
+    assert (got.value.kind, str(got.value)) == (expected.value.kind, str(expected.value))
+    decoded = codec.decode(cloud, window)
+    assert decoded.points.get().tobytes() == emulate_decode(cloud).astype(np.float32).tobytes()
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_buffers_hand_out_the_last_view_again_until_it_changes():
+    from gpu_euclidean_cluster.cuda.buffers import GrowOnlyBuffers
+
+    buffers = GrowOnlyBuffers()
+    first = buffers.device("a", 100, np.int32)
+    assert buffers.device("a", 100, np.int32) is first
+    other = buffers.device("a", 50, np.int32)
+    assert other is not first and other.shape == (50,)
+    assert buffers.device("a", 50, np.uint32).dtype == np.uint32
+    grown = buffers.device("a", 1 << 20, np.int32)  # a larger buffer: new memory
+    assert grown.shape == (1 << 20,) and grown.data.ptr != first.data.ptr
+    assert buffers.device("a", 100, np.int32).data.ptr == grown.data.ptr
 
 
 @pytest.mark.parametrize("frame", list(FRAME_FIELDS))

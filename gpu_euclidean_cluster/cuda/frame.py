@@ -67,6 +67,7 @@ from ..pointcloud_io.pointcloud2 import (
     Field,
     PointCloud2Error,
     RawCloud,
+    check_data_size,
     check_layout,
 )
 from .buffers import GrowOnlyBuffers, grown
@@ -206,6 +207,19 @@ def compact_layout(plan: XyzPlan) -> OutputLayout:
     return OutputLayout(tuple(fields), cluster_id, -1, cluster_id + 4)
 
 
+def layout_key(cloud: RawCloud) -> tuple[Any, ...]:
+    """What :func:`plan_xyz` and :func:`output_layout` read of ``cloud`` besides the size of its
+    data (``check_data_size``): clouds with equal keys have equal plans and output layouts."""
+    return (
+        cloud.fields,
+        cloud.height,
+        cloud.width,
+        cloud.point_step,
+        cloud.row_step,
+        bool(cloud.is_bigendian),
+    )
+
+
 def cluster_threads(sizes: np.ndarray) -> np.ndarray:
     """Threads of the cluster-table kernel per cluster: one per leaf of ``SUM_LEAF`` points."""
     return -(-np.asarray(sizes, dtype=np.int64) // SUM_LEAF)
@@ -286,6 +300,8 @@ class CudaFrameCodec:
         self._generation = 0
         self._frame: _Frame | None = None
         self._clusters = 0
+        #: the last layout planned: its key (:func:`layout_key`), plan and output layout
+        self._planned: tuple[tuple[Any, ...], XyzPlan, OutputLayout] | None = None
 
     def decode(self, cloud: RawCloud, window: FrameWindow) -> DecodedFrame:
         """Copy ``cloud.data`` to the device and decode it for clustering.
@@ -294,8 +310,7 @@ class CudaFrameCodec:
             PointCloud2Error: the cloud cannot be decoded (as ``read_xyz`` raises).
         """
         cupy = self._cp
-        plan = plan_xyz(cloud)
-        layout = output_layout(cloud)
+        plan, layout = self._plan(cloud)
         n = plan.num_points
         coord_dtype = plan.dtype
         with self._device:
@@ -361,6 +376,17 @@ class CudaFrameCodec:
             )
             self._frame = _Frame(plan, layout, bool(cloud.is_dense), raw, coords)
             return DecodedFrame(points.reshape(n, 3), mask)
+
+    def _plan(self, cloud: RawCloud) -> tuple[XyzPlan, OutputLayout]:
+        """:func:`plan_xyz` and :func:`output_layout` of ``cloud``; for the layout of the last
+        cloud planned (a sensor's frames share one) only the data size is checked again."""
+        key = layout_key(cloud)
+        if self._planned is not None and self._planned[0] == key:
+            check_data_size(cloud)
+            return self._planned[1], self._planned[2]
+        plan, layout = plan_xyz(cloud), output_layout(cloud)
+        self._planned = (key, plan, layout)
+        return plan, layout
 
     def encode(
         self,

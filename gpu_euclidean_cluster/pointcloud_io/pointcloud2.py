@@ -12,6 +12,7 @@ point_step``), little- or big-endian data, and organised (``height > 1``) clouds
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -232,13 +233,7 @@ def check_layout(cloud: RawCloud) -> None:
             "malformed",
             f"row_step {cloud.row_step} < width {cloud.width} * point_step {cloud.point_step}",
         )
-    size = _buffer_size(cloud.data)
-    if size < cloud.row_step * cloud.height:
-        raise PointCloud2Error(
-            "malformed",
-            f"data has {size} bytes, fewer than row_step {cloud.row_step} * height "
-            f"{cloud.height} = {cloud.row_step * cloud.height}",
-        )
+    check_data_size(cloud)
     # One pass (a message may declare tens of thousands of fields: counting each name in the
     # list was quadratic and stalled the node for minutes).
     counts = Counter(f.name for f in cloud.fields)
@@ -248,6 +243,19 @@ def check_layout(cloud: RawCloud) -> None:
     for field in cloud.fields:
         _check_field(cloud, field)
     _check_overlaps(cloud.fields)
+
+
+def check_data_size(cloud: RawCloud) -> None:
+    """Raise :class:`PointCloud2Error` (as :func:`check_layout` does) when ``cloud.data`` holds
+    fewer than ``row_step * height`` bytes: the one check of :func:`check_layout` that depends on
+    more than the layout (a caller that checked this layout before needs only this one)."""
+    size = _buffer_size(cloud.data)
+    if size < cloud.row_step * cloud.height:
+        raise PointCloud2Error(
+            "malformed",
+            f"data has {size} bytes, fewer than row_step {cloud.row_step} * height "
+            f"{cloud.height} = {cloud.row_step * cloud.height}",
+        )
 
 
 def _check_field(cloud: RawCloud, field: Field) -> None:
@@ -474,14 +482,7 @@ def from_structured(
         raise ValueError("from_structured needs a structured array")
     if height < 1 or array.shape[0] % height:
         raise ValueError(f"{array.shape[0]} points do not fill {height} rows")
-    fields = []
-    for name in array.dtype.names:
-        dtype, offset = array.dtype.fields[name][:2]
-        base, shape = (dtype.base, dtype.shape) if dtype.shape else (dtype, ())
-        if len(shape) > 1:
-            raise ValueError(f"field {name} has a multi-dimensional shape {shape}")
-        count = shape[0] if shape else 1
-        fields.append(Field(name, offset, _DATATYPE_OF[_field_dtype(base)], count))
+    fields = _structured_fields(array.dtype)
     ordered = array.astype(array.dtype.newbyteorder(">" if is_bigendian else "<"))
     width = array.shape[0] // height
     point_step = array.dtype.itemsize
@@ -495,6 +496,23 @@ def from_structured(
         is_bigendian=is_bigendian,
         is_dense=is_dense,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _structured_fields(dtype: np.dtype) -> tuple[Field, ...]:
+    """The PointFields of a structured dtype (memoised: a frame's table has the same dtype each
+    time)."""
+    fields = []
+    for name in dtype.names or ():
+        field_dtype, offset = dtype.fields[name][:2]  # type: ignore[index]
+        base, shape = (
+            (field_dtype.base, field_dtype.shape) if field_dtype.shape else (field_dtype, ())
+        )
+        if len(shape) > 1:
+            raise ValueError(f"field {name} has a multi-dimensional shape {shape}")
+        count = shape[0] if shape else 1
+        fields.append(Field(name, offset, _DATATYPE_OF[_field_dtype(base)], count))
+    return tuple(fields)
 
 
 def from_xyz(xyz: np.ndarray) -> RawCloud:
