@@ -17,8 +17,9 @@ diagnostics = pytest.importorskip("gpu_euclidean_cluster.ros.diagnostics")
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 
 BASE = StatsSnapshot(
-    received=100, processed=100, dropped=0, lost=0, rejected={}, fallbacks=0, implausible_points=0,
-    last_implausible="", last_rejection="", last_fallback="", input_rate_hz=10.0,
+    received=100, processed=100, dropped=0, lost=0, rejected={}, fallbacks=0, cpu_fallbacks=0,
+    implausible_points=0, last_implausible="", last_rejection="", last_fallback="",
+    input_rate_hz=10.0,
     latency_p50_ms=5.0, latency_p99_ms=6.0, stage_ms={},
 )  # fmt: skip
 
@@ -47,6 +48,16 @@ def later(**changes: object) -> StatsSnapshot:
             later(received=110, processed=110, implausible_points=3, last_implausible="far"),
             DiagnosticStatus.WARN,
             "3 point(s) excluded: far",
+        ),
+        (
+            later(received=110, processed=110, fallbacks=2, last_fallback="run with union_find"),
+            DiagnosticStatus.WARN,
+            "2 frame(s) ran otherwise than configured: run with union_find",
+        ),
+        (
+            later(received=110, processed=110, fallbacks=3, cpu_fallbacks=1, last_fallback="oom"),
+            DiagnosticStatus.WARN,
+            "3 frame(s) ran otherwise than configured, 1 on the CPU: oom",
         ),
     ],
 )

@@ -191,14 +191,17 @@ def test_frame_stats_rate_latency_and_counts():
     stats.dropped()
     stats.rejected("malformed", "data too short")
     stats.rejected("malformed", "row_step too small")
-    stats.fell_back("out of memory")
+    stats.fell_back("out of memory; frame run on the CPU", on_cpu=True)
+    stats.fell_back("method vertex needs 14 GB; frame run with union_find", on_cpu=False)
     snapshot = stats.snapshot(now=101.0)
     assert snapshot.input_rate_hz == pytest.approx(10.0)
     assert snapshot.latency_p50_ms == pytest.approx(50.5)
     assert snapshot.latency_p99_ms == pytest.approx(99.01)
     assert (snapshot.received, snapshot.processed, snapshot.dropped) == (11, 100, 1)
     assert snapshot.rejected == {"malformed": 2} and snapshot.total_rejected == 2
-    assert snapshot.last_rejection == "row_step too small" and snapshot.fallbacks == 1
+    assert snapshot.last_rejection == "row_step too small"
+    assert (snapshot.fallbacks, snapshot.cpu_fallbacks) == (2, 1)
+    assert snapshot.last_fallback.endswith("frame run with union_find")
     assert stats.snapshot(now=110.0).input_rate_hz == 0.0, "stale arrivals give no rate"
 
 

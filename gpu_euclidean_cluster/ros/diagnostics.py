@@ -25,11 +25,11 @@ def diagnostics_message(
     """One status named ``name`` about the window since ``previous``.
 
     ERROR when frames failed in the window and none was published; WARN when more than
-    ``warn_share`` of the frames sent in the window were dropped, rejected or lost before the node,
-    when any fell back to the CPU, when points were excluded as implausible, or when no frame
-    arrived while a publisher is matched (``silence``); OK otherwise. The message names the latest
-    reason of each problem (for frames lost before the node: the publisher's transport, and the
-    fix).
+    ``warn_share`` of the frames sent in the window were dropped, rejected or lost before the
+    node, when any ran otherwise than configured (with ``union_find``, or on the CPU), when points
+    were excluded as implausible, or when no frame arrived while a publisher is matched
+    (``silence``); OK otherwise. The message names the latest reason of each problem (for frames
+    lost before the node: the publisher's transport, and the fix).
 
     Args:
         name: status name, conventionally ``<node name>: <what>``.
@@ -61,7 +61,8 @@ def diagnostics_message(
         "frames_rejected": str(snapshot.total_rejected),
         **{f"frames_rejected_{kind}": str(n) for kind, n in sorted(snapshot.rejected.items())},
         "last_rejection": snapshot.last_rejection,
-        "cpu_fallbacks": str(snapshot.fallbacks),
+        "fallbacks": str(snapshot.fallbacks),
+        "cpu_fallbacks": str(snapshot.cpu_fallbacks),
         "last_fallback": snapshot.last_fallback,
         "implausible_points": str(snapshot.implausible_points),
         "last_implausible": snapshot.last_implausible,
@@ -89,6 +90,7 @@ def window_level(
     received, processed, dropped = since("received"), since("processed"), since("dropped")
     lost = since("lost")
     rejected, fallbacks = since("total_rejected"), since("fallbacks")
+    on_cpu = since("cpu_fallbacks")
     implausible = since("implausible_points")
     problems = []
     if rejected:
@@ -104,7 +106,10 @@ def window_level(
     if silence and not received:
         problems.append(f"{silence}; {SHORT_FIX}")
     if fallbacks:
-        problems.append(f"{fallbacks} frame(s) fell back to the CPU: {snapshot.last_fallback}")
+        where = f", {on_cpu} on the CPU" if on_cpu else ""
+        problems.append(
+            f"{fallbacks} frame(s) ran otherwise than configured{where}: {snapshot.last_fallback}"
+        )
     if implausible:
         problems.append(f"{implausible} point(s) excluded: {snapshot.last_implausible}")
     if rejected and not processed:

@@ -43,6 +43,7 @@ class StatsSnapshot:
             because the GPU ran out of memory, or with ``union_find`` because a paper's method
             would need more memory (``StructureTooLargeError``) or time
             (``WorkTooLargeError``) than allowed. Never counted as rejected.
+        cpu_fallbacks: those of ``fallbacks`` that ran on the CPU instead of the GPU.
         implausible_points: finite points excluded because a coordinate exceeded the node's
             ``max_coordinate`` (sensor glitches, bad transforms, wrong byte order).
         last_implausible: what the latest such exclusion was ('' if none).
@@ -62,6 +63,7 @@ class StatsSnapshot:
     lost: int
     rejected: dict[str, int]
     fallbacks: int
+    cpu_fallbacks: int
     implausible_points: int
     last_implausible: str
     last_rejection: str
@@ -92,6 +94,7 @@ class FrameStats:
         self._last_sequence: dict[bytes, int] = {}
         self._rejected: Counter[str] = Counter()
         self._fallbacks = 0
+        self._cpu_fallbacks = 0
         self._implausible_points = 0
         self._last_implausible = ""
         self._last_rejection = ""
@@ -124,10 +127,12 @@ class FrameStats:
             self._rejected[kind] += 1
             self._last_rejection = reason
 
-    def fell_back(self, reason: str) -> None:
-        """A frame ran otherwise than configured (see :attr:`StatsSnapshot.fallbacks`)."""
+    def fell_back(self, reason: str, on_cpu: bool) -> None:
+        """A frame ran otherwise than configured (see :attr:`StatsSnapshot.fallbacks`);
+        ``on_cpu``: on the CPU instead of the GPU."""
         with self._lock:
             self._fallbacks += 1
+            self._cpu_fallbacks += on_cpu
             self._last_fallback = reason
 
     def excluded_implausible(self, count: int, reason: str) -> None:
@@ -161,6 +166,7 @@ class FrameStats:
                 lost=self._lost,
                 rejected=dict(self._rejected),
                 fallbacks=self._fallbacks,
+                cpu_fallbacks=self._cpu_fallbacks,
                 implausible_points=self._implausible_points,
                 last_implausible=self._last_implausible,
                 last_rejection=self._last_rejection,

@@ -289,7 +289,8 @@ class EuclideanClusterNode(Node):
                 f"{self._settings.max_coordinate:g} m in the last such frame",
             )
         if output.fallback_reason:
-            self._stats.fell_back(output.fallback_reason)
+            on_cpu = output.result.backend != self._pipeline.backend.name
+            self._stats.fell_back(output.fallback_reason, on_cpu)
             self.get_logger().warning(
                 output.fallback_reason, throttle_duration_sec=WARNING_THROTTLE_S
             )
