@@ -41,8 +41,7 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import RawCloud, from_cdr, 
 
 from .cases import data_dir
 from .environment import cpu_model
-from .publish_cost import FRAME, FRAME_POINTS, XYZI, PublishTiming
-from .stats import median, p99, time_calls
+from .publish_cost import FRAME, FRAME_POINTS, XYZI, PublishTiming, time_cases
 
 
 @dataclass(frozen=True)
@@ -136,14 +135,7 @@ def measure_frame_split(
         "python_call": lambda: None,
         **_device_floors(backend, cloud, output.labeled),
     }
-    timings: dict[str, PublishTiming] = {}
-    for name, case in cases.items():
-        timed = time_calls(case, warmup, repeats, budget_s)
-        timings[name] = PublishTiming(
-            median_ms=median(timed.samples_ms),
-            p99_ms=p99(timed.samples_ms),
-            runs=len(timed.samples_ms),
-        )
+    timings = time_cases(cases, warmup, repeats, budget_s)
     return FrameSplit(
         frame=source,
         labeled_layout=labeled_layout,

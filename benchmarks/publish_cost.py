@@ -147,14 +147,7 @@ def measure_publish_cost(
             "markers_message_publish": lambda: marker_pub.publish(builder.build(table, header)),
             "markers_bytes_publish": lambda: marker_pub.publish(encoder.build(table, header)),
         }
-        timings: dict[str, PublishTiming] = {}
-        for name, case in cases.items():
-            timed = time_calls(case, warmup, repeats, budget_s)
-            timings[name] = PublishTiming(
-                median_ms=median(timed.samples_ms),
-                p99_ms=p99(timed.samples_ms),
-                runs=len(timed.samples_ms),
-            )
+        timings = time_cases(cases, warmup, repeats, budget_s)
         markers = encoder.build(table, header)
         return PublishCost(
             frame=source,
@@ -170,6 +163,21 @@ def measure_publish_cost(
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def time_cases(
+    cases: dict[str, Callable[[], Any]], warmup: int, repeats: int, budget_s: float
+) -> dict[str, PublishTiming]:
+    """Each case timed by :func:`~.stats.time_calls`, in order: its median, p99 and runs."""
+    timings = {}
+    for name, case in cases.items():
+        timed = time_calls(case, warmup, repeats, budget_s)
+        timings[name] = PublishTiming(
+            median_ms=median(timed.samples_ms),
+            p99_ms=p99(timed.samples_ms),
+            runs=len(timed.samples_ms),
+        )
+    return timings
 
 
 def _ignore(message: Any) -> None:

@@ -353,13 +353,20 @@ def keep_fields(cloud: RawCloud, names: Sequence[str]) -> RawCloud:
     for start, size in spans:
         out[:, at : at + size] = records[:, start : start + size]
         at += size
+    return _with_records(cloud, tuple(kept), out)
+
+
+def _with_records(cloud: RawCloud, fields: tuple[Field, ...], records: np.ndarray) -> RawCloud:
+    """``cloud``'s shape, byte order and density with new (N, point_step) uint8 ``records``
+    described by ``fields`` (rows not padded)."""
+    point_step = records.shape[1]
     return RawCloud(
-        fields=tuple(kept),
+        fields=fields,
         height=cloud.height,
         width=cloud.width,
-        point_step=offset,
-        row_step=cloud.width * offset,
-        data=out.reshape(-1),
+        point_step=point_step,
+        row_step=cloud.width * point_step,
+        data=records.reshape(-1),
         is_bigendian=cloud.is_bigendian,
         is_dense=cloud.is_dense,
     )
@@ -457,16 +464,7 @@ def append_fields(cloud: RawCloud, columns: Mapping[str, np.ndarray]) -> RawClou
         out[:, start : start + column.dtype.itemsize] = column.view(np.uint8).reshape(
             n, column.dtype.itemsize
         )
-    return RawCloud(
-        fields=tuple(fields),
-        height=cloud.height,
-        width=cloud.width,
-        point_step=point_step,
-        row_step=cloud.width * point_step,
-        data=out.reshape(-1),
-        is_bigendian=cloud.is_bigendian,
-        is_dense=cloud.is_dense,
-    )
+    return _with_records(cloud, tuple(fields), out)
 
 
 def from_structured(
