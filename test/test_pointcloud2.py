@@ -252,6 +252,30 @@ def _cdr(frame_id: bytes, names: list[bytes], declared: int | None = None) -> by
     return bytes(out)
 
 
+def test_from_cdr_reads_each_field_list_as_it_is_after_one_it_knows():
+    """A sensor's field list is parsed once and recognised by its bytes after that: a message
+    with another list of as many fields, another frame_id length (other alignment of what
+    follows) or a truncated list is read as a first message would be."""
+
+    def names(data: bytes) -> list[str]:
+        return [f.name for f in pc.from_cdr(data)[0].fields]
+
+    first = _cdr(b"lidar\0", [b"i\0"])
+    assert names(first) == names(first) == ["x", "y", "z", "i"]
+    other = _cdr(b"lidar\0", [b"r\0"])  # as many fields, one name differs
+    assert names(other) == ["x", "y", "z", "r"]
+    shifted = _cdr(b"velodyne_top\0", [b"r\0"])
+    assert names(shifted) == ["x", "y", "z", "r"]
+    assert pc.from_cdr(shifted)[1].frame_id == "velodyne_top"
+    assert names(first) == ["x", "y", "z", "i"]
+    fewer = _cdr(b"lidar\0", [])
+    assert names(fewer) == ["x", "y", "z"]
+    assert pc.from_cdr(first)[0].fields == pc.from_cdr(_cdr(b"lidar\0", [b"i\0"]))[0].fields
+    cut = first[: first.index(b"i\0") + 1]  # the list ends inside its last field
+    with pytest.raises(pc.PointCloud2Error, match="serialized message ends at byte"):
+        pc.from_cdr(cut)
+
+
 def test_from_cdr_decodes_utf8_names_and_refuses_what_is_not_utf8():
     cloud, header = pc.from_cdr(_cdr("vélo_top".encode() + b"\0", ["intensité".encode() + b"\0"]))
     assert header.frame_id == "vélo_top" and cloud.fields[-1].name == "intensité"

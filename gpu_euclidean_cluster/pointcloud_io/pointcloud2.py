@@ -164,16 +164,13 @@ def from_cdr(
         raise PointCloud2Error(
             "malformed", f"{num_fields} fields, over the limit of {max_fields} (max_point_fields)"
         )
-    fields = []
-    for _ in range(num_fields):
-        name = reader.string()
-        fields.append(Field(name, reader.read("I"), reader.read("B"), reader.read("I")))
+    fields = _FIELD_LISTS.read(reader, num_fields)
     is_bigendian = bool(reader.read("B"))
     point_step, row_step = reader.read("I"), reader.read("I")
     payload = reader.block(reader.read("I"))
     is_dense = bool(reader.read("B"))
     cloud = RawCloud(
-        fields=tuple(fields),
+        fields=fields,
         height=height,
         width=width,
         point_step=point_step,
@@ -192,6 +189,15 @@ class _CdrReader:
         self._view = view
         self._at = 4
 
+    @property
+    def at(self) -> int:
+        """The next byte to read."""
+        return self._at
+
+    def starts_with(self, known: bytes) -> bool:
+        """Whether the bytes from :attr:`at` on begin with ``known``."""
+        return self._view[self._at : self._at + len(known)] == known
+
     def read(self, code: str) -> int:
         size = 1 if code == "B" else 4
         self._at += -(self._at - 4) % size
@@ -207,6 +213,10 @@ class _CdrReader:
                 "malformed", f"string at byte {at} is not UTF-8 ({error.reason} at {error.start})"
             ) from None
 
+    def block_before(self, start: int) -> memoryview:
+        """The bytes from ``start`` to :attr:`at` (already read)."""
+        return self._view[start : self._at]
+
     def block(self, size: int) -> memoryview:
         end = self._at + size
         if end > len(self._view):
@@ -216,6 +226,35 @@ class _CdrReader:
         block = self._view[self._at : end]
         self._at = end
         return block
+
+
+class _FieldListCache:
+    """The field list of the last message parsed, with its serialized bytes: a sensor's messages
+    repeat one, and comparing its bytes (about 30 a field) costs less than parsing them again
+    (16 reads for x, y, z, intensity). The list starts 4-aligned after its count, and every
+    item in it is aligned to at most 4, so equal bytes there always parse to equal fields."""
+
+    def __init__(self) -> None:
+        self._last: tuple[bytes, tuple[Field, ...]] = (b"", ())
+
+    def read(self, reader: _CdrReader, count: int) -> tuple[Field, ...]:
+        """The ``count`` fields at the reader's position; the reader is moved past them."""
+        known, fields = self._last
+        if count and len(fields) == count and reader.starts_with(known):
+            reader.block(len(known))
+            return fields
+        start = reader.at
+        parsed = []
+        for _ in range(count):
+            name = reader.string()
+            parsed.append(Field(name, reader.read("I"), reader.read("B"), reader.read("I")))
+        fields = tuple(parsed)
+        if count:
+            self._last = (bytes(reader.block_before(start)), fields)
+        return fields
+
+
+_FIELD_LISTS = _FieldListCache()
 
 
 def check_layout(cloud: RawCloud) -> None:
