@@ -34,7 +34,7 @@ from .union_find import UNION_FIND
 STRUCTURES = replace(
     UNION_FIND,
     name="structures",
-    files=(COMMON_HEADER, "graph.cu", "union_find.cu", "kdtree.cu", "scan_search.cu"),
+    files=(COMMON_HEADER, "graph.cu", "ecl_cc.cuh", "union_find.cu", "kdtree.cu", "scan_search.cu"),
 )
 
 

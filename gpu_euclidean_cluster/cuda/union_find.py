@@ -51,7 +51,7 @@ BBOX_BLOCKS_PER_SM = 2
 #: exhaustive search needs exactly its tile; ``cuda/module.py`` passes it to ``common.cuh``).
 UNION_FIND = KernelSource(
     "union_find",
-    ("common.cuh", "union_find.cu"),
+    ("common.cuh", "ecl_cc.cuh", "union_find.cu"),
     {"UF_LINK_BLOCKS_PER_SM": UF_LINK_BLOCKS_PER_SM},
 )
 

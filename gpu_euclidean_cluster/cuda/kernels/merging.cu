@@ -1,7 +1,8 @@
 // Autoware.ai's centroid merging on the GPU (cluster_merge_threshold), the twin of
 // core/merging.py: the same centroids bit for bit and the same float64 link test, so the same
-// merged partition. Every name here starts with merge_. Loaded by cuda/merging.py, which compiles
-// it alone (cuda/module.py: --fmad=false) with MERGE_THREADS, MERGE_SUM_LEAF (core/
+// merged partition. Every name here starts with merge_, but the union-find's uf_find and
+// uf_unite of ecl_cc.cuh, which cuda/merging.py puts first in its compile unit (cuda/module.py:
+// --fmad=false), compiled with MERGE_THREADS, MERGE_SUM_LEAF (core/
 // cluster_stats.py's SUM_LEAF), MERGE_CELL_SLACK and MERGE_MAX_CELL passed with -D. M points, K
 // components, K unknown to the host: nothing here needs a host synchronisation. Per pass:
 //
@@ -58,35 +59,6 @@ __device__ __forceinline__ double merge_widen(float value) {
         return (bits & 0x80000000u) ? -magnitude : magnitude;
     }
     return (double)value;
-}
-
-// Root of x, halving the path walked (parents only point to smaller ids).
-__device__ __forceinline__ int merge_find(int* parent, int x) {
-    int cur = __ldcg(parent + x);
-    if (cur == x) return x;
-    int prev = x;
-    int next;
-    while (cur > (next = __ldcg(parent + cur))) {
-        __stcg(parent + prev, next);
-        prev = cur;
-        cur = next;
-    }
-    return cur;
-}
-
-__device__ void merge_unite(int* parent, int a, int b) {
-    int ra = merge_find(parent, a);
-    int rb = merge_find(parent, b);
-    while (ra != rb) {
-        if (ra > rb) {
-            const int t = ra;
-            ra = rb;
-            rb = t;
-        }
-        const int old = atomicCAS(parent + rb, rb, ra);
-        if (old == rb) return;
-        rb = merge_find(parent, old);
-    }
 }
 
 #define MERGE_EMPTY 0xffffffffffffffffULL
@@ -221,7 +193,7 @@ extern "C" __global__ void merge_links(const double* __restrict__ cx,
                 if (b <= a) continue;
                 const double dx = xa - cx[b];
                 const double dy = ya - cy[b];
-                if (sqrt(dx * dx + dy * dy) <= threshold) merge_unite(parent, a, b);
+                if (sqrt(dx * dx + dy * dy) <= threshold) uf_unite(parent, a, b);
             }
         }
     }
@@ -234,7 +206,7 @@ extern "C" __global__ void merge_relabel(const unsigned long long* __restrict__ 
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= m) return;
     const unsigned int i = (unsigned int)keys[p];
-    const int root = merge_find(parent, component_of[p]);
+    const int root = uf_find(parent, component_of[p]);
     ids[i] = root;
     next_keys[i] = ((unsigned long long)(unsigned int)root << 32) | (unsigned long long)i;
 }

@@ -1,9 +1,9 @@
 // The union_find labelling method: neighbour search fused with a lock-free union-find, no edge
 // list, O(N) memory whatever the degree. Concatenated after common.cuh (load_point,
-// squared_distance, exhaustive_search) into its own compile unit (UNION_FIND in
-// cuda/union_find.py), compiled by NVRTC with --fmad=false. UF_LINK_BLOCKS_PER_SM comes from
-// cuda/union_find.py and ES_TILE from cuda/module.py, both with -D: the host sizes its launches
-// with the same values, so they are never defined here.
+// squared_distance, exhaustive_search) and ecl_cc.cuh (uf_find, uf_unite) into its own compile
+// unit (UNION_FIND in cuda/union_find.py), compiled by NVRTC with --fmad=false.
+// UF_LINK_BLOCKS_PER_SM comes from cuda/union_find.py and ES_TILE from cuda/module.py, both with
+// -D: the host sizes its launches with the same values, so they are never defined here.
 //
 // Range search (RS). The voxel grid of Section 4.4 (Algorithm 7) is rebuilt as a hash grid of
 // *clique cells*: cubes of side h = sqrt(T / 3) * (1 - CELL_MARGIN), T = float32(d_th^2), so small
@@ -15,9 +15,9 @@
 // already share a root. A neighbour of a point lies at most 2 cells away per axis; each
 // unordered cell pair is visited once through the 62 "forward" offsets of the 5 x 5 x 5 stencil.
 //
-// Union-find: ECL-CC (Jaiganesh & Burtscher, HPDC'18) -- find with intermediate pointer jumping,
-// union by atomicCAS hooking of the larger root under the smaller, so parent[v] <= v always and
-// every race is benign.
+// Union-find: ECL-CC (Jaiganesh & Burtscher, HPDC'18; ecl_cc.cuh, put before this file in its
+// compile unit) -- find with intermediate pointer jumping, union by atomicCAS hooking of the
+// larger root under the smaller, so parent[v] <= v always and every race is benign.
 //
 // Grid build without host synchronisation: bounding box by atomics, one hash insert per point
 // (warp-aggregated), cell ranges handed out by a block-aggregated atomic bump allocator instead of
@@ -76,40 +76,6 @@ __constant__ signed char uf_offsets[UF_NUM_OFFSETS][3] = {
 
 __device__ __forceinline__ bool uf_finite(float3 p) {
     return isfinite(p.x) && isfinite(p.y) && isfinite(p.z);
-}
-
-// ---- union-find (ECL-CC) ---------------------------------------------------------------------
-
-// Root of x, halving the path walked. Loads and stores bypass L1 (__ldcg/__stcg) so that other
-// SMs' hooks are seen soon; a stale value is still an ancestor, so any value read is safe.
-__device__ __forceinline__ int uf_find(int* parent, int x) {
-    int cur = __ldcg(parent + x);
-    if (cur == x) return x;
-    int prev = x;
-    int next;
-    while (cur > (next = __ldcg(parent + cur))) {
-        __stcg(parent + prev, next);
-        prev = cur;
-        cur = next;
-    }
-    return cur;
-}
-
-// Merge the trees of a and b: hook the larger root under the smaller with atomicCAS; if another
-// thread hooked that root first, continue from its new root.
-__device__ void uf_unite(int* parent, int a, int b) {
-    int ra = uf_find(parent, a);
-    int rb = uf_find(parent, b);
-    while (ra != rb) {
-        if (ra > rb) {
-            const int t = ra;
-            ra = rb;
-            rb = t;
-        }
-        const int old = atomicCAS(parent + rb, rb, ra);
-        if (old == rb) return;
-        rb = uf_find(parent, old);
-    }
 }
 
 // ---- grid geometry ---------------------------------------------------------------------------
