@@ -26,7 +26,7 @@ import numpy as np
 from ..core.kdtree import first_small_level, search_radius, tree_depth
 from ..core.neighbour_rule import threshold_sq
 from .module import COMMON_HEADER, THREADS, blocks, get_kernel
-from .union_find import UNION_FIND
+from .union_find import UNION_FIND, point_links
 
 #: The compile unit of the companion papers' searches: the visitors of ``graph.cu``, the
 #: union-find of ``union_find.cu`` (so built with its constants) and the kd-tree and scan
@@ -119,26 +119,8 @@ def link_components(
     n = int(points.shape[0])
     parent = cupy.empty(n, dtype=cupy.int32)
     components = cupy.empty(n, dtype=cupy.int32)
-    n32 = np.int32(n)
-    # Unused pointer arguments get `parent` (never dereferenced with with_grid = 0 / grid = 0).
-    get_kernel(STRUCTURES, "uf_init", device_id)(
-        blocks(n), (THREADS,), (n32, np.int32(0), parent, parent, parent, parent, parent)
-    )
+    init, finish = point_links(STRUCTURES, points, parent, components)
+    init.issue(device_id)
     link(parent)
-    get_kernel(STRUCTURES, "uf_finish", device_id)(
-        blocks(n),
-        (THREADS,),
-        (
-            points,
-            n32,
-            np.int32(0),
-            parent,
-            np.float64(0.0),
-            parent,
-            parent,
-            parent,
-            parent,
-            components,
-        ),
-    )
+    finish.issue(device_id)
     return components

@@ -256,20 +256,35 @@ def isolated_steps(
     return [_init_parent(n, parent), _finish_points(points, n, parent, components)]
 
 
-def _launch(kernel: str, grid: tuple[int], args: tuple, block: int = THREADS) -> KernelLaunch:
-    return KernelLaunch(UNION_FIND, kernel, grid, block, args)
+def _launch(
+    kernel: str,
+    grid: tuple[int],
+    args: tuple,
+    block: int = THREADS,
+    source: KernelSource = UNION_FIND,
+) -> KernelLaunch:
+    return KernelLaunch(source, kernel, grid, block, args)
 
 
-def _init_parent(n: int, parent: cupy.ndarray) -> KernelLaunch:
+def _init_parent(n: int, parent: cupy.ndarray, source: KernelSource = UNION_FIND) -> KernelLaunch:
+    """``uf_init`` without a grid: every point its own root."""
     # Unused pointer arguments get `parent` (never dereferenced with with_grid = 0).
     return _launch(
-        "uf_init", blocks(n), (np.int32(n), np.int32(0), parent, parent, parent, parent, parent)
+        "uf_init",
+        blocks(n),
+        (np.int32(n), np.int32(0), parent, parent, parent, parent, parent),
+        source=source,
     )
 
 
 def _finish_points(
-    points: cupy.ndarray, n: int, parent: cupy.ndarray, components: cupy.ndarray
+    points: cupy.ndarray,
+    n: int,
+    parent: cupy.ndarray,
+    components: cupy.ndarray,
+    source: KernelSource = UNION_FIND,
 ) -> KernelLaunch:
+    """``uf_finish`` without a grid: each point's root as its id, -1 for a non-finite point."""
     # grid = 0: the grid's arguments are never dereferenced.
     return _launch(
         "uf_finish",
@@ -286,6 +301,20 @@ def _finish_points(
             parent,
             components,
         ),
+        source=source,
+    )
+
+
+def point_links(
+    source: KernelSource, points: cupy.ndarray, parent: cupy.ndarray, components: cupy.ndarray
+) -> tuple[KernelLaunch, KernelLaunch]:
+    """The launches around a search that unites neighbour pairs of ``points`` itself (the
+    kd-tree's and the scan bins', compiled into ``source`` with ``union_find.cu``): every point
+    its own root before it, each point's root as its id after it."""
+    n = int(points.shape[0])
+    return (
+        _init_parent(n, parent, source),
+        _finish_points(points, n, parent, components, source),
     )
 
 
