@@ -1,7 +1,7 @@
-"""Both Autoware generations' point layouts (``--layout xyzir|xyzirc|xyzircaedt`` of ``simulate``
-and ``make-bag``): their bytes, the derived fields, the refusals, and end to end: a simulated bag
-of each layout -> ``replay`` -> the node (CPU) -> a labelled cloud carrying every input field
-untouched."""
+"""Both Autoware generations' point layouts (``--layout xyzir|xyzir32|xyzirc|xyzircaedt`` of
+``simulate`` and ``make-bag``): their bytes, the derived fields, the refusals, and end to end: a
+simulated bag of each layout -> ``replay`` -> the node (CPU) -> a labelled cloud carrying every
+input field untouched."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from gpu_euclidean_cluster.commands.cli import main as cli_main
 from gpu_euclidean_cluster.pointcloud_io import load_points
 from gpu_euclidean_cluster.pointcloud_io.bags import (
     AUTOWARE_DTYPE,
+    AUTOWARE_PCL_DTYPE,
     LAYOUT_DTYPES,
     LAYOUTS,
     XYZIRC_DTYPE,
@@ -34,6 +35,10 @@ EXPECTED = {
     "xyzir": (
         [("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 12, 7), ("ring", 16, 4)],
         18,
+    ),
+    "xyzir32": (
+        [("x", 0, 7), ("y", 4, 7), ("z", 8, 7), ("intensity", 16, 7), ("ring", 20, 4)],
+        32,
     ),
     "xyzirc": (
         [
@@ -72,19 +77,24 @@ def bag_points(path) -> list[tuple[int, object, np.ndarray]]:
         for message in bag.messages(bag.select_topics()):
             msg = decode_cdr(message.cdr)
             names = [f.name for f in msg.fields]
-            layout = next(k for k, v in EXPECTED.items() if [n for n, _, _ in v[0]] == names)
+            layout = next(
+                k
+                for k, v in EXPECTED.items()
+                if [n for n, _, _ in v[0]] == names and v[1] == msg.point_step
+            )
             points = np.frombuffer(bytes(msg.data), dtype=LAYOUT_DTYPES[layout])
             out.append((message.timestamp_ns, msg, points))
     return out
 
 
 def test_layout_tables():
-    assert LAYOUTS == ("xyzir", "xyzirc", "xyzircaedt")
+    assert LAYOUTS == ("xyzir", "xyzir32", "xyzirc", "xyzircaedt")
     from gpu_euclidean_cluster.commands import simulate
 
     assert simulate.LAYOUTS == LAYOUTS  # the parser's copy
     assert LAYOUT_DTYPES == {
         "xyzir": AUTOWARE_DTYPE,
+        "xyzir32": AUTOWARE_PCL_DTYPE,
         "xyzirc": XYZIRC_DTYPE,
         "xyzircaedt": XYZIRCAEDT_DTYPE,
     }
@@ -135,6 +145,13 @@ def test_layout_points_fill_and_refuse():
     xyz = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
     intensity = np.array([10.4, 300.0], np.float32)
     ring = np.array([3, 7], np.uint16)
+    padded = layout_points("xyzir32", xyz, intensity, ring)
+    assert padded.dtype == AUTOWARE_PCL_DTYPE and padded.dtype.itemsize == 32
+    packed = layout_points("xyzir", xyz, intensity, ring)
+    for name in AUTOWARE_DTYPE.names:
+        assert padded[name].tobytes() == packed[name].tobytes(), name
+    records = padded.view(np.uint8).reshape(2, 32)
+    assert not records[:, 12:16].any() and not records[:, 22:].any()  # the padding is zero
     irc = layout_points("xyzirc", xyz, intensity, ring)
     assert irc.dtype == XYZIRC_DTYPE
     assert irc["intensity"].tolist() == [10, 255] and irc["channel"].tolist() == [3, 7]

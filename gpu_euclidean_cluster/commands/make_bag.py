@@ -2,8 +2,9 @@
 
 Autoware style: topic ``/points_raw``, frame ``velodyne``, 10 Hz stamps, the fields of
 ``--layout`` (see ``gpu_euclidean_cluster.pointcloud_io.bags``): ``xyzir`` (default) x y z
-intensity (float32) and ring (uint16), Autoware.ai's ``PointXYZIR`` fields packed; ``xyzirc``
-Autoware Universe's ``PointXYZIRC``; ``xyzircaedt`` nebula's ``PointXYZIRCAEDT``.
+intensity (float32) and ring (uint16), Autoware.ai's ``PointXYZIR`` fields packed; ``xyzir32``
+the same fields as Autoware.ai's PCL ``PointXYZIR`` lays them out (32 bytes); ``xyzirc`` Autoware
+Universe's ``PointXYZIRC``; ``xyzircaedt`` nebula's ``PointXYZIRCAEDT``.
 
 Simulated sweeps (``--simulate``) have every field (``simulate``'s module docstring says how).
 Files: sources without intensity are refused (no invented values); a ring comes from the file's
@@ -140,7 +141,7 @@ def cloud_points(
     ring = fields.get("ring", fields.get("channel"))
     if ring is None:
         ring = ring_from_elevation(cloud.xyz, ring_elevations)
-    if layout == "xyzir":
+    if layout in ("xyzir", "xyzir32"):  # float intensity, kept as it is
         return layout_points(layout, cloud.xyz, intensity, ring)
     if intensity.dtype.kind == "f":
         finite = intensity[np.isfinite(intensity)]

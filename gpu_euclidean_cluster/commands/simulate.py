@@ -6,6 +6,8 @@ Each ``scan_NNNN.npy`` is a structured array of the ``--layout``'s fields follow
 
 - ``xyzir`` (default): Autoware.ai's ``PointXYZIR`` fields, packed: x y z intensity (float32),
   ring (uint16).
+- ``xyzir32``: the same fields as Autoware.ai's PCL ``PointXYZIR`` lays them out (its ROS 1
+  bags): x y z at 0, 4, 8, intensity at 16, ring at 20, 32 bytes a point.
 - ``xyzirc``: Autoware Universe's ``PointXYZIRC``: x y z (float32), intensity (uint8: the float
   intensity clipped to [0, 255] and rounded), return_type (uint8: 3, nebula's STRONGEST, for the
   single simulated return), channel (uint16: the ring).
@@ -64,7 +66,7 @@ def add_simulation_arguments(parser: argparse.ArgumentParser, frames: int = 10) 
 
 #: the point layouts of ``--layout`` (same as gpu_euclidean_cluster.pointcloud_io.bags.LAYOUTS,
 #: kept here so that building the parser does not import rosbags; test_layouts checks them)
-LAYOUTS = ("xyzir", "xyzirc", "xyzircaedt")
+LAYOUTS = ("xyzir", "xyzir32", "xyzirc", "xyzircaedt")
 
 
 def add_layout_argument(parser: argparse.ArgumentParser) -> None:
@@ -74,9 +76,11 @@ def add_layout_argument(parser: argparse.ArgumentParser) -> None:
         choices=LAYOUTS,
         default="xyzir",
         help="point layout: xyzir (default; Autoware.ai PointXYZIR fields: x y z intensity "
-        "float32, ring uint16, packed), xyzirc (Autoware Universe PointXYZIRC: x y z float32, "
-        "intensity uint8, return_type uint8, channel uint16), xyzircaedt (nebula "
-        "PointXYZIRCAEDT: xyzirc + azimuth, elevation, distance float32, time_stamp uint32 ns)",
+        "float32, ring uint16, packed), xyzir32 (the same as Autoware.ai's PCL PointXYZIR lays "
+        "them out: intensity at 16, ring at 20, 32 bytes), xyzirc (Autoware Universe "
+        "PointXYZIRC: x y z float32, intensity uint8, return_type uint8, channel uint16), "
+        "xyzircaedt (nebula PointXYZIRCAEDT: xyzirc + azimuth, elevation, distance float32, "
+        "time_stamp uint32 ns)",
     )
 
 

@@ -13,11 +13,12 @@ Autoware.ai-style point layout (``x y z intensity`` float32, ``ring`` uint16), a
 
 - ``xyzir`` (:data:`AUTOWARE_DTYPE`, 18 bytes): Autoware.ai's ``PointXYZIR`` fields, packed: x 0,
   y 4, z 8, intensity 12 (float32), ring 16 (uint16). The packed variant is what ROS 2's
-  ``velodyne_pointcloud`` (``PointCloud2Modifier::setPointCloud2Fields``) publishes;
-  Autoware.ai's own ``velodyne_pointcloud::PointXYZIR`` (``PCL_ADD_POINT4D``, ``EIGEN_ALIGN16``)
-  through ``pcl::toROSMsg`` pads z with 4 bytes and the point to 32 (intensity 16, ring 20; so does
-  nebula's deprecated ``PointXYZIR``). Readers that look fields up by name (PCL's
-  ``fromROSMsg``, this package) read both alike.
+  ``velodyne_pointcloud`` (``PointCloud2Modifier::setPointCloud2Fields``) publishes.
+- ``xyzir32`` (:data:`AUTOWARE_PCL_DTYPE`, 32 bytes): the same fields as Autoware.ai's own
+  ``velodyne_pointcloud::PointXYZIR`` (``PCL_ADD_POINT4D``, ``EIGEN_ALIGN16``) comes out of
+  ``pcl::toROSMsg``, as its ROS 1 bags hold it: z padded with 4 bytes, intensity 16, ring 20, the
+  point padded to 32 (so is nebula's deprecated ``PointXYZIR``); the padding is zero. Readers that
+  look fields up by name (PCL's ``fromROSMsg``, this package) read both alike.
 - ``xyzirc`` (:data:`XYZIRC_DTYPE`, 16 bytes): Autoware Universe's ``PointXYZIRC``
   (``autoware_point_types``): x 0, y 4, z 8 (float32), intensity 12 (uint8), return_type 13
   (uint8), channel 14 (uint16).
@@ -115,10 +116,26 @@ XYZIRCAEDT_DTYPE = NEBULA_POINT_DTYPE
 """nebula's ``PointXYZIRCAEDT``: ``XYZIRC_DTYPE`` then azimuth, elevation, distance (float32 at
 16, 20, 24) and time_stamp (uint32 at 28): 32 bytes."""
 
-LAYOUTS = ("xyzir", "xyzirc", "xyzircaedt")
+AUTOWARE_PCL_DTYPE = np.dtype(
+    {
+        "names": list(AUTOWARE_DTYPE.names or ()),
+        "formats": ["<f4", "<f4", "<f4", "<f4", "<u2"],
+        "offsets": [0, 4, 8, 16, 20],
+        "itemsize": 32,
+    }
+)
+"""Autoware.ai's PCL ``PointXYZIR`` as ``pcl::toROSMsg`` lays it out (layout ``xyzir32``): x y z
+float32 at 0, 4, 8, intensity float32 at 16, ring uint16 at 20, 32 bytes a point."""
+
+LAYOUTS = ("xyzir", "xyzir32", "xyzirc", "xyzircaedt")
 """Point layouts :func:`layout_points` builds (``make-bag``/``simulate --layout``)."""
 
-LAYOUT_DTYPES = {"xyzir": AUTOWARE_DTYPE, "xyzirc": XYZIRC_DTYPE, "xyzircaedt": XYZIRCAEDT_DTYPE}
+LAYOUT_DTYPES = {
+    "xyzir": AUTOWARE_DTYPE,
+    "xyzir32": AUTOWARE_PCL_DTYPE,
+    "xyzirc": XYZIRC_DTYPE,
+    "xyzircaedt": XYZIRCAEDT_DTYPE,
+}
 
 #: nebula's ``ReturnType`` for a return of unknown kind (what ``return_type`` defaults to)
 RETURN_TYPE_UNKNOWN = RETURN_UNKNOWN
@@ -395,7 +412,8 @@ def layout_points(
 ) -> np.ndarray:
     """Points in one of :data:`LAYOUTS` (see the module docstring for each).
 
-    ``xyzir`` takes x y z, intensity and ring only. ``xyzirc`` and ``xyzircaedt`` store the ring
+    ``xyzir`` and ``xyzir32`` take x y z, intensity and ring only. ``xyzirc`` and ``xyzircaedt``
+    store the ring
     as ``channel`` and the intensity as uint8 (:func:`intensity_to_uint8`); ``return_type``
     defaults to 0 (UNKNOWN). ``xyzircaedt`` also needs ``time_stamp`` (ns after the header
     stamp, uint32); azimuth, elevation and distance not given are :func:`polar_fields` of x y z.
@@ -410,6 +428,11 @@ def layout_points(
     if layout == "xyzir":
         return xyz_ir
     n = xyz_ir.shape[0]
+    if layout == "xyzir32":
+        padded = np.zeros(n, dtype=AUTOWARE_PCL_DTYPE)
+        for name in AUTOWARE_DTYPE.names or ():
+            padded[name] = xyz_ir[name]
+        return padded
     extras = {
         "return_type": return_type,
         "azimuth": azimuth,
