@@ -209,8 +209,7 @@ class FramePipeline:
         """Cluster one cloud, its labelled cloud in ``labeled_layout``
         (``core.frame.LABELED_LAYOUTS``); with ``group_records``, also group the input records by
         cluster (:attr:`FrameOutput.grouped`: on the GPU backend a gather there and one more copy
-        back);
-        with ``oriented_boxes``, also fit each cluster's minimum-area rectangle
+        back); with ``oriented_boxes``, also fit each cluster's minimum-area rectangle
         (:attr:`FrameOutput.boxes`, and three more columns of ``clusters``; by the backend, on
         the input's x, y, z and the labels: on the CPU about 10 ms for 1700 clusters of 120 k
         points on a 2-core host).
