@@ -10,7 +10,11 @@ make-bag``, once best-effort (as a LiDAR driver with sensor-data QoS) and once r
 player). The labelled cloud (about 2.9 MB) must reach this test process, a default-configured
 participant, and decode with the reference reader ``sensor_msgs_py.point_cloud2`` to PCL's 1724
 clusters at 0.5 m with the input's x/y/z bytes. Default-configured ``ros2`` CLI calls must still
-see the node.
+see the node, and set its ``labeled_layout`` to ``compact`` live: a stand-in LiDAR driver
+(``_stock_publisher.py``, plain rclpy, Fast DDS defaults but the publisher-side fix the node's
+warning names, without which Fast DDS drops a 1.9 MB sample: ``test_third_party_publisher``) then
+sends the frame, and the labelled cloud carries x, y, z and cluster_id only, the same bytes and
+labels.
 
 Note: ``replay`` exits as soon as it has published its last message; it waits for reliable
 readers' acknowledgements only, so a best-effort reader (the node's default input QoS) can lose
@@ -22,6 +26,7 @@ second apart, and the test needs one labelled cloud of them.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +43,7 @@ from sensor_msgs.msg import PointCloud2  # noqa: E402
 
 from gpu_euclidean_cluster import EuclideanClusterer  # noqa: E402
 from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
+from gpu_euclidean_cluster.ros.transport import ENV, LARGE_CLOUD_TRANSPORTS  # noqa: E402
 
 from ._ros2_tools import (  # noqa: E402
     BIN,
@@ -80,6 +86,9 @@ RELIABILITIES = ("best_effort", "reliable")
 FRAMES_PER_BAG = 3
 BAG_RATE_HZ = 1.0
 BAG_START_S = 1000
+#: the stand-in driver and the stamps (s) of its frames in the compact-layout test
+DRIVER = Path(__file__).resolve().parent / "_stock_publisher.py"
+DRIVER_START_S = 5000
 
 
 @pytest.fixture(scope="module")
@@ -267,3 +276,44 @@ def test_default_configured_cli_still_sees_the_node(ros_tools, node, domain):
         lambda done: "Double value is" in done.stdout,
     )
     assert done.stdout.strip() == f"Double value is: {D_TH}"
+
+
+@pytest.mark.slow
+def test_compact_layout_set_live_on_a_frame_from_a_stock_driver(
+    frame, lidar_data_dir, node, recorder, domain, point_cloud2
+):
+    """``ros2 param set`` (default-configured CLI) switches the running node to the compact
+    layout; a frame from a stock driver then comes back as x, y, z (the input's bytes) and the
+    library's labels, 16 bytes a point."""
+    _wait_matched(recorder, node)
+    env = ros2_env(domain)
+    done = retry(
+        lambda: ros2(env, "param", "set", *SPIN, NODE, "labeled_layout", "compact"),
+        lambda done: "Set parameter successful" in done.stdout or not node.alive(),
+    )
+    assert "Set parameter successful" in done.stdout, describe(done)
+    try:
+        driver_env = {**user_env(domain), ENV: LARGE_CLOUD_TRANSPORTS}
+        command = [sys.executable, str(DRIVER), str(lidar_data_dir / FRAME)]
+        command += ["--topic", INPUT_TOPIC, "--count", str(FRAMES_PER_BAG), "--rate-hz", "1"]
+        command += ["--stamp", str(DRIVER_START_S)]
+        published = run(command, driver_env, timeout_s=2 * TIMEOUT_S)
+        assert published.returncode == 0, describe(published)
+        stamps = set(range(DRIVER_START_S, DRIVER_START_S + FRAMES_PER_BAG))
+        labeled = recorder.wait(OUTPUTS[0], stamps)
+        assert labeled is not None, (
+            f"no labelled cloud of the driver's frames (stamps {sorted(stamps)}; received "
+            f"{recorder.stamps(OUTPUTS[0])}):\n{node.output()}"
+        )
+        assert [f.name for f in labeled.fields] == ["x", "y", "z", "cluster_id"]
+        assert labeled.point_step == 16 and labeled.width * labeled.height == len(frame)
+        points = point_cloud2.read_points(labeled, field_names=("x", "y", "z", "cluster_id"))
+        xyz = np.stack([np.asarray(points[axis], dtype=np.float32) for axis in "xyz"], axis=1)
+        assert xyz.tobytes() == frame.tobytes()
+        library = EuclideanClusterer(ClusterConfig(d_th=D_TH), "cpu").cluster(frame).labels
+        np.testing.assert_array_equal(np.asarray(points["cluster_id"]), np.asarray(library))
+    finally:
+        retry(
+            lambda: ros2(env, "param", "set", *SPIN, NODE, "labeled_layout", "full"),
+            lambda done: "Set parameter successful" in done.stdout or not node.alive(),
+        )
