@@ -313,7 +313,29 @@ def emulate_rgb(labels: np.ndarray) -> np.ndarray:
 
 def emulate_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
     """pc2_encode's word rule: input bytes below point_step, cluster_id and rgb words, zeros."""
-    plan, layout = plan_xyz(cloud), output_layout(cloud)
+    plan = plan_xyz(cloud)
+    return _emulate_words(cloud, labels, output_layout(cloud), list(range(plan.point_step)))
+
+
+def emulate_compact_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
+    """pc2_encode_compact's word rule: output byte b below the x, y, z sizes' sum is byte b of
+    x, then y, then z (at their input offsets), the cluster_id word, zeros."""
+    plan = plan_xyz(cloud)
+    sources = [
+        offset + b
+        for offset, datatype in zip(plan.offsets, plan.datatypes, strict=True)
+        for b in range(DATATYPES[datatype].itemsize)
+    ]
+    return _emulate_words(cloud, labels, compact_layout(plan), sources)
+
+
+def _emulate_words(
+    cloud: RawCloud, labels: np.ndarray, layout: Any, sources: list[int]
+) -> np.ndarray:
+    """The encode kernels' word rule for ``layout``: the cluster_id word and (where the layout
+    has one) the rgb word in the cloud's byte order; output byte b below ``len(sources)`` is the
+    point's input byte ``sources[b]``; zeros elsewhere."""
+    plan = plan_xyz(cloud)
     n = plan.num_points
     words = layout.point_step // 4
     out = np.zeros((n, words, 4), dtype=np.uint8)
@@ -328,41 +350,12 @@ def emulate_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
     for w in range(words):
         if w == layout.cluster_id_offset // 4:
             out[:, w] = cid
-        elif w == layout.rgb_offset // 4:
+        elif layout.rgb_offset >= 0 and w == layout.rgb_offset // 4:
             out[:, w] = rgb
         else:
             for k in range(4):
-                if 4 * w + k < plan.point_step:
-                    out[:, w, k] = points[:, 4 * w + k]
-    return out.reshape(-1)
-
-
-def emulate_compact_payload(cloud: RawCloud, labels: np.ndarray) -> np.ndarray:
-    """pc2_encode_compact's word rule: output byte b below the x, y, z sizes' sum is byte b of
-    x, then y, then z (at their input offsets), the cluster_id word, zeros."""
-    plan, layout = plan_xyz(cloud), compact_layout(plan_xyz(cloud))
-    n = plan.num_points
-    words = layout.point_step // 4
-    out = np.zeros((n, words, 4), dtype=np.uint8)
-    if n == 0:
-        return out.reshape(-1)
-    raw = np.frombuffer(cloud.data, dtype=np.uint8, count=plan.nbytes)
-    rows = raw.reshape(plan.height, plan.row_step)[:, : plan.width * plan.point_step]
-    points = rows.reshape(n, plan.point_step)
-    order = ">" if plan.big_endian else "<"
-    cid = np.asarray(labels, dtype=np.int32).astype(order + "i4").view(np.uint8).reshape(n, 4)
-    sources = [
-        offset + b
-        for offset, datatype in zip(plan.offsets, plan.datatypes, strict=True)
-        for b in range(DATATYPES[datatype].itemsize)
-    ]
-    for w in range(words):
-        if w == layout.cluster_id_offset // 4:
-            out[:, w] = cid
-            continue
-        for k in range(4):
-            if 4 * w + k < len(sources):
-                out[:, w, k] = points[:, sources[4 * w + k]]
+                if 4 * w + k < len(sources):
+                    out[:, w, k] = points[:, sources[4 * w + k]]
     return out.reshape(-1)
 
 

@@ -69,6 +69,7 @@ from ..pointcloud_io.pointcloud2 import (
     RawCloud,
     check_data_size,
     check_layout,
+    require_fields,
 )
 from .buffers import GrowOnlyBuffers, grown
 
@@ -149,12 +150,7 @@ def plan_xyz(cloud: RawCloud) -> XyzPlan:
         offsets = (packed, packed + 4, packed + 8)
         datatypes = (FLOAT32, FLOAT32, FLOAT32)
     else:
-        missing = [name for name in XYZ if cloud.field(name) is None]
-        if missing:
-            present = ", ".join(f.name for f in cloud.fields) or "none"
-            raise PointCloud2Error(
-                "missing_fields", f"missing field(s) {', '.join(missing)} (cloud has: {present})"
-            )
+        require_fields(cloud, XYZ)
         check_layout(cloud)  # a non-empty cloud's fields all have known types, counts >= 1
         x, y, z = (cloud.field(name) for name in XYZ)
         for field in (x, y, z):

@@ -370,13 +370,8 @@ def keep_fields(cloud: RawCloud, names: Sequence[str]) -> RawCloud:
         PointCloud2Error: a malformed layout or a missing field (as :func:`read_fields`).
         ValueError: a named field with a count other than 1.
     """
+    require_fields(cloud, names)
     records = point_bytes(cloud)
-    missing = [n for n in names if cloud.field(n) is None]
-    if missing:
-        present = ", ".join(f.name for f in cloud.fields) or "none"
-        raise PointCloud2Error(
-            "missing_fields", f"missing field(s) {', '.join(missing)} (cloud has: {present})"
-        )
     kept, spans, offset = [], [], 0
     for name in names:
         field = cloud.field(name)
@@ -411,6 +406,17 @@ def _with_records(cloud: RawCloud, fields: tuple[Field, ...], records: np.ndarra
     )
 
 
+def require_fields(cloud: RawCloud, names: Sequence[str]) -> None:
+    """Raise :class:`PointCloud2Error` (kind ``missing_fields``) naming those of ``names`` that
+    ``cloud`` lacks, and the fields it has."""
+    missing = [n for n in names if cloud.field(n) is None]
+    if missing:
+        present = ", ".join(f.name for f in cloud.fields) or "none"
+        raise PointCloud2Error(
+            "missing_fields", f"missing field(s) {', '.join(missing)} (cloud has: {present})"
+        )
+
+
 def read_fields(cloud: RawCloud, names: Iterable[str]) -> dict[str, np.ndarray]:
     """Decode the named fields into native-byte-order arrays, one row per point.
 
@@ -421,12 +427,7 @@ def read_fields(cloud: RawCloud, names: Iterable[str]) -> dict[str, np.ndarray]:
             whose datatype is unknown or that does not fit in ``point_step``.
     """
     names = list(names)
-    missing = [n for n in names if cloud.field(n) is None]
-    if missing:
-        present = ", ".join(f.name for f in cloud.fields) or "none"
-        raise PointCloud2Error(
-            "missing_fields", f"missing field(s) {', '.join(missing)} (cloud has: {present})"
-        )
+    require_fields(cloud, names)
     points = point_bytes(cloud)
     return {name: _decode(points, cloud, cloud.field(name)) for name in names}  # type: ignore[arg-type]
 
