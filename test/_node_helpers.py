@@ -10,12 +10,15 @@ reach only the node the test started, never a same-named node that someone else 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.context import Context
@@ -253,3 +256,40 @@ def _wait_future(future: Any, timeout_s: float = TIMEOUT_S) -> Any:
             raise TimeoutError("service call timed out")
         time.sleep(0.02)
     return future.result()
+
+
+@contextlib.contextmanager
+def started_node(command: list[str], domain_id: int) -> Iterator[subprocess.Popen]:
+    """The node of ``command`` as its own process on ``domain_id`` (stdout and stderr piped
+    together); killed at the end when it still runs."""
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def connected_peer(
+    process: subprocess.Popen, domain_id: int, **peer_options: Any
+) -> Iterator[Peer]:
+    """A :class:`Peer` on ``domain_id`` connected to the node ``process`` runs; the test fails
+    with the node's output when it does not come up."""
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id)
+    peer = Peer(context, **peer_options)
+    try:
+        try:
+            peer.wait_connected()
+        except TimeoutError:
+            process.kill()
+            pytest.fail(f"node process did not come up: {process.communicate()[0]}")
+        yield peer
+    finally:
+        peer.close()
+        rclpy.shutdown(context=context)

@@ -5,8 +5,6 @@ counted as a fallback, not as a processing error."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,11 +24,11 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (  # noqa: E402
 from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr  # noqa: E402
 
 from ._node_helpers import (  # noqa: E402
-    TIMEOUT_S,
-    Peer,
     cloud_message,
+    connected_peer,
     decode,
     diagnostic_values,
+    started_node,
     xyzi_array,
 )
 from ._ros2_tools import own_domain_id  # noqa: E402
@@ -69,29 +67,14 @@ def node_process(domain_id):
     """The node on the CPU with a paper's method and no work limit, under RLIMIT_AS."""
     args = ["-p", "backend:=cpu", "-p", "method:=vertex", "-p", "max_work_s:=0.0"]
     args += ["-p", "qos_reliability:=reliable", "-r", f"__ns:={NAMESPACE}"]
-    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
-    process = subprocess.Popen(
-        _command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    yield process
-    if process.poll() is None:
-        process.kill()
-        process.communicate(timeout=TIMEOUT_S)
+    with started_node(_command(*args), domain_id) as process:
+        yield process
 
 
 @pytest.fixture(scope="module")
 def peer(node_process, domain_id):
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain_id)
-    peer = Peer(context, namespace=NAMESPACE)
-    try:
-        peer.wait_connected()
-    except TimeoutError:
-        node_process.kill()
-        pytest.fail(f"node process did not come up: {node_process.communicate()[0]}")
-    yield peer
-    peer.close()
-    rclpy.shutdown(context=context)
+    with connected_peer(node_process, domain_id, namespace=NAMESPACE) as peer:
+        yield peer
 
 
 def _hostile_cdr(stamp_s: int) -> bytes:

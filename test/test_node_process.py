@@ -19,10 +19,11 @@ from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
 
 from ._node_helpers import (  # noqa: E402
     TIMEOUT_S,
-    Peer,
     cloud_message,
+    connected_peer,
     decode,
     diagnostic_values,
+    started_node,
     xyzi_array,
 )
 from ._ros2_tools import own_domain_id, own_namespace  # noqa: E402
@@ -53,29 +54,16 @@ def node_process(domain_id):
     """The node with the HDL-64E preset, CPU backend, in a namespace, input remapped."""
     args = ["--params-file", str(PRESET), "-p", "backend:=cpu"]
     args += ["-r", f"input/points:={INPUT_TOPIC}"]
-    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id)}
-    process = subprocess.Popen(
-        _command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    yield process
-    if process.poll() is None:
-        process.kill()
-        process.communicate(timeout=TIMEOUT_S)
+    with started_node(_command(*args), domain_id) as process:
+        yield process
 
 
 @pytest.fixture(scope="module")
 def peer(node_process, domain_id):
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain_id)
-    peer = Peer(context, namespace=NAMESPACE, input_topic=INPUT_TOPIC)
-    try:
-        peer.wait_connected()
-    except TimeoutError:
-        node_process.kill()
-        pytest.fail(f"node process did not come up: {node_process.communicate()[0]}")
-    yield peer
-    peer.close()
-    rclpy.shutdown(context=context)
+    with connected_peer(
+        node_process, domain_id, namespace=NAMESPACE, input_topic=INPUT_TOPIC
+    ) as peer:
+        yield peer
 
 
 def _expected_count(xyz: np.ndarray, d_th: float) -> int:
