@@ -379,6 +379,12 @@ class Background:
             time.sleep(0.1)
         return True
 
+    def stop(self) -> None:
+        """Ctrl-C to the whole group (a 30 s grace to exit cleanly), then :meth:`close`: how
+        a test ends a node it started."""
+        self.interrupt(group=True, timeout_s=30)
+        self.close()
+
     def close(self) -> None:
         """Kill what is left of the group; reap the process."""
         _kill_group(self.pgid)

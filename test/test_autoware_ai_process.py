@@ -84,8 +84,7 @@ def node(domain, tmp_path_factory) -> Iterator[Background]:
     try:
         yield process
     finally:
-        process.interrupt(group=True, timeout_s=30)
-        process.close()
+        process.stop()
 
 
 @pytest.mark.slow

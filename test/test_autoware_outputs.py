@@ -111,8 +111,7 @@ def test_node_publishes_autowares_objects_of_the_librarys_clusters(
             for process in (publisher, reader):
                 if process is not None:
                     process.close()
-            node.interrupt(group=True, timeout_s=30)
-            node.close()
+            node.stop()
     log = (tmp_path / "node.log").read_text()
     assert (
         "outputs (each while it has a subscriber): output/labeled_points, output/clusters, "

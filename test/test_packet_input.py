@@ -163,8 +163,7 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
             publisher.close()
         finally:
             recorder.close()
-            node.interrupt(group=True, timeout_s=30)
-            node.close()
+            node.stop()
     log = (tmp_path / "node.log").read_text()
     assert f"sensor_model {model!r}" in log, log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
@@ -201,8 +200,7 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
             replay.close()
         finally:
             recorder.close()
-            node.interrupt(group=True, timeout_s=30)
-            node.close()
+            node.stop()
     replay_log = (tmp_path / "replay.log").read_text()
     assert f"/velodyne_packets -> {SWEEPS_TOPIC}" in replay_log, replay_log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), replay_log)

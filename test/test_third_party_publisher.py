@@ -145,8 +145,7 @@ def node(domain, frame_path, tmp_path_factory) -> Iterator[Background]:
     try:
         yield process
     finally:
-        process.interrupt(group=True, timeout_s=30)
-        process.close()
+        process.stop()
 
 
 @pytest.fixture(scope="module")
