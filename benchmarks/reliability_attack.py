@@ -226,7 +226,9 @@ def _replayed(expected: int) -> Check:
     return check
 
 
-def _pcd_header(fields: str, points: int, data: str, width: str | None = None) -> bytes:
+def pcd_header(fields: str, points: int, data: str, width: str | None = None) -> bytes:
+    """A PCD v0.7 header of float32 ``fields`` (one count each), ``points`` points in one row
+    (``width``: the WIDTH line's text, when it should differ), and ``DATA data``."""
     count = len(fields.split())
     lines = [
         "VERSION 0.7",
@@ -323,23 +325,23 @@ def _file_cases(
         ("frame_ascii.pcd", "the frame as ASCII PCD",
          lambda p: write_pcd(p, cloud, "ascii"), True, right, ""),
         ("lzf_88x.pcd", "LZF data at its largest expansion (88 000 identical points)",
-         _pcd_header("x y z", 88_000, "binary_compressed")
+         pcd_header("x y z", 88_000, "binary_compressed")
          + struct.pack("<II", len(_zero_lzf(12 * 88_000)), 12 * 88_000)
          + _zero_lzf(12 * 88_000), True, _cluster_count(1), ""),
         ("long_value.pcd", "an ASCII PCD value of 200 000 digits (x = inf)",
-         _pcd_header("x y z", 20_000, "ascii") + b"1" * 200_000 + b" 2 3\n"
+         pcd_header("x y z", 20_000, "ascii") + b"1" * 200_000 + b" 2 3\n"
          + b"1 2 3\n" * 19_999, True, _cluster_count(1), ""),
         ("empty.bin", "an empty .bin", b"", True, _cluster_count(0), ""),
         ("huge.npy", ".npy header claiming shape (1e12, 3) in 1.3 kB",
-         _npy_claiming((10**12, 3), 1200), False, None, "truncated .npy data"),
+         npy_claiming((10**12, 3), 1200), False, None, "truncated .npy data"),
         ("long_line.pcd", "a PCD header line over 64 KiB",
-         b"# " + b"a" * 70_000 + b"\n" + _pcd_header("x y z", 1, "ascii") + b"1 2 3\n",
+         b"# " + b"a" * 70_000 + b"\n" + pcd_header("x y z", 1, "ascii") + b"1 2 3\n",
          False, None, "line 1 is longer than 65536 bytes"),
         ("width_digits.pcd", "a PCD WIDTH of 5000 digits",
-         _pcd_header("x y z", 1, "ascii", width="9" * 5000) + b"1 2 3\n", False, None,
+         pcd_header("x y z", 1, "ascii", width="9" * 5000) + b"1 2 3\n", False, None,
          "WIDTH must be one non-negative integer"),
         ("lzf_bomb.pcd", "3 kB of LZF data declaring 10 million points (120 MB)",
-         _pcd_header("x y z", 10**7, "binary_compressed") + struct.pack("<II", 3002, 12 * 10**7)
+         pcd_header("x y z", 10**7, "binary_compressed") + struct.pack("<II", 3002, 12 * 10**7)
          + bytes([0, 0]) + bytes([0b111_00000, 255, 0]) * 1000, False, None, "cannot expand"),
         ("sparse.bin", "a 1 TiB sparse .bin (holds no bytes on disk)",
          lambda p: os.truncate(_touch(p), 1 << 40), False, None, "over the budget"),
@@ -376,7 +378,8 @@ def _touch(path: Path) -> Path:
     return path
 
 
-def _npy_claiming(shape: tuple[int, ...], payload: int) -> bytes:
+def npy_claiming(shape: tuple[int, ...], payload: int) -> bytes:
+    """An ``.npy`` file whose header claims float32 ``shape`` but that holds ``payload`` bytes."""
     header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}"
     header += " " * (117 - len(header)) + "\n"
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * payload

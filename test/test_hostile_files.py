@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from benchmarks.reliability_attack import npy_claiming, pcd_header
 from gpu_euclidean_cluster.commands import cluster as cluster_command
 from gpu_euclidean_cluster.commands.cli import main as cli_main
 from gpu_euclidean_cluster.pointcloud_io import PointCloudFileError, load_points, raw_bin, read_pcd
@@ -58,17 +59,9 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 # --- readers: declared sizes against the file ---------------------------------------------------
 
 
-def _npy_claiming(path: Path, shape: tuple[int, ...], payload: int) -> None:
-    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}"
-    header += " " * (117 - len(header)) + "\n"
-    path.write_bytes(
-        b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * payload
-    )
-
-
 def test_npy_header_cannot_ask_for_more_than_the_file_holds(tmp_path):
     path = tmp_path / "huge.npy"
-    _npy_claiming(path, (10**12, 3), 1200)  # 10.9 TiB declared in a 1.3 kB file
+    path.write_bytes(npy_claiming((10**12, 3), 1200))  # 10.9 TiB declared in a 1.3 kB file
     error, peak = peak_bytes(lambda: load_points(path))
     assert isinstance(error, PointCloudFileError), error
     assert str(error) == (
@@ -83,7 +76,7 @@ def test_every_reader_refuses_points_over_the_memory_budget(tmp_path):
     xyz.tofile(tmp_path / "a.bin")
     np.save(tmp_path / "a.npy", xyz)
     pcd = tmp_path / "a.pcd"
-    pcd.write_bytes(_pcd_header("x y z", 1000, "binary") + xyz[:, :3].tobytes())
+    pcd.write_bytes(pcd_header("x y z", 1000, "binary") + xyz[:, :3].tobytes())
     for name in ("a.bin", "a.npy", "a.pcd"):
         over = r"over the budget of 0\.00 GiB \(1000 bytes\)"
         with pytest.raises(PointCloudFileError, match=over) as caught:
@@ -115,25 +108,9 @@ def test_bin_files_are_read_block_by_block(tmp_path, monkeypatch):
     np.testing.assert_array_equal(cloud.fields["ring"], table[:, 4].astype(np.uint16))
 
 
-def _pcd_header(fields: str, points: int, data: str, width: str | None = None) -> bytes:
-    count = len(fields.split())
-    lines = [
-        "VERSION 0.7",
-        f"FIELDS {fields}",
-        "SIZE " + " ".join(["4"] * count),
-        "TYPE " + " ".join(["F"] * count),
-        "COUNT " + " ".join(["1"] * count),
-        f"WIDTH {width or points}",
-        "HEIGHT 1",
-        f"POINTS {points}",
-        f"DATA {data}",
-    ]
-    return ("\n".join(lines) + "\n").encode()
-
-
 def test_pcd_header_line_over_64_kib_is_named_as_such(tmp_path):
     path = tmp_path / "long.pcd"
-    path.write_bytes(b"# " + b"a" * 70_000 + b"\n" + _pcd_header("x y z", 1, "ascii") + b"1 2 3\n")
+    path.write_bytes(b"# " + b"a" * 70_000 + b"\n" + pcd_header("x y z", 1, "ascii") + b"1 2 3\n")
     with pytest.raises(PointCloudFileError) as caught:
         load_points(path)
     assert str(caught.value) == (
@@ -143,7 +120,7 @@ def test_pcd_header_line_over_64_kib_is_named_as_such(tmp_path):
 
 def test_pcd_width_of_5000_digits_names_the_file(tmp_path):
     path = tmp_path / "digits.pcd"
-    path.write_bytes(_pcd_header("x y z", 1, "ascii", width="9" * 5000) + b"1 2 3\n")
+    path.write_bytes(pcd_header("x y z", 1, "ascii", width="9" * 5000) + b"1 2 3\n")
     with pytest.raises(PointCloudFileError) as caught:
         load_points(path)
     message = str(caught.value)
@@ -152,7 +129,7 @@ def test_pcd_width_of_5000_digits_names_the_file(tmp_path):
 
 
 def _compressed_pcd(path: Path, points: int, stream: bytes) -> None:
-    header = _pcd_header("x y z", points, "binary_compressed")
+    header = pcd_header("x y z", points, "binary_compressed")
     sizes = struct.pack("<II", len(stream), 12 * points)
     path.write_bytes(header + sizes + stream)
 
@@ -191,7 +168,7 @@ def test_pcd_ascii_with_one_enormous_value_costs_memory_in_proportion(tmp_path):
     points = 20_000
     body = b"1" * 200_000 + b" 2 3\n" + b"1 2 3\n" * (points - 1)
     path = tmp_path / "wide.pcd"
-    path.write_bytes(_pcd_header("x y z", points, "ascii") + body)
+    path.write_bytes(pcd_header("x y z", points, "ascii") + body)
     cloud, peak = peak_bytes(lambda: read_pcd(path))
     assert not isinstance(cloud, Exception), cloud
     assert cloud.xyz[0, 0] == np.inf and (cloud.xyz[1:] == [1, 2, 3]).all()
@@ -201,7 +178,7 @@ def test_pcd_ascii_with_one_enormous_value_costs_memory_in_proportion(tmp_path):
 def test_pcd_ascii_value_longer_than_a_block_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(pcd_module, "ASCII_BLOCK_BYTES", 64)
     path = tmp_path / "long_value.pcd"
-    path.write_bytes(_pcd_header("x y z", 2, "ascii") + b"1 2 3\n" + b"4" * 100 + b" 5 6\n")
+    path.write_bytes(pcd_header("x y z", 2, "ascii") + b"1 2 3\n" + b"4" * 100 + b" 5 6\n")
     with pytest.raises(PointCloudFileError, match="a value longer than 64 bytes at byte 6"):
         read_pcd(path)
 
@@ -211,7 +188,7 @@ def test_pcd_ascii_blocks_give_the_same_cloud_as_one_block(tmp_path, monkeypatch
     values = rng.normal(size=(500, 4)).astype(np.float32)
     lines = "\n".join(" ".join(f"{v:.9g}" for v in row) for row in values) + "\n"
     path = tmp_path / "ascii.pcd"
-    path.write_bytes(_pcd_header("x y z intensity", 500, "ascii") + lines.encode())
+    path.write_bytes(pcd_header("x y z intensity", 500, "ascii") + lines.encode())
     whole = read_pcd(path)
     monkeypatch.setattr(pcd_module, "ASCII_BLOCK_BYTES", 97)  # blocks end mid-line
     blocks = read_pcd(path)
