@@ -33,7 +33,7 @@ _CENTROID_BLOCKS_PER_SM = 16
 
 MERGING = KernelSource(
     "merging",
-    ("ecl_cc.cuh", "merging.cu"),
+    ("ecl_cc.cuh", "widen.cuh", "merging.cu"),
     {
         "MERGE_THREADS": MERGE_THREADS,
         "MERGE_SUM_LEAF": SUM_LEAF,

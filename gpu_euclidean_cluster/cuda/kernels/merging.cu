@@ -1,8 +1,8 @@
 // Autoware.ai's centroid merging on the GPU (cluster_merge_threshold), the twin of
 // core/merging.py: the same centroids bit for bit and the same float64 link test, so the same
 // merged partition. Every name here starts with merge_, but the union-find's uf_find and
-// uf_unite of ecl_cc.cuh, which cuda/merging.py puts first in its compile unit (cuda/module.py:
-// --fmad=false), compiled with MERGE_THREADS, MERGE_SUM_LEAF (core/
+// uf_unite of ecl_cc.cuh and widen_exact of widen.cuh, which cuda/merging.py puts first in its
+// compile unit (cuda/module.py: --fmad=false), compiled with MERGE_THREADS, MERGE_SUM_LEAF (core/
 // cluster_stats.py's SUM_LEAF), MERGE_CELL_SLACK and MERGE_MAX_CELL passed with -D. M points, K
 // components, K unknown to the host: nothing here needs a host synchronisation. Per pass:
 //
@@ -50,16 +50,6 @@
 #ifndef MERGE_MAX_CELL
 #error "MERGE_MAX_CELL must be passed with -D (cuda/merging.py)"
 #endif
-
-// A float32 value as float64, exactly, subnormals included.
-__device__ __forceinline__ double merge_widen(float value) {
-    const unsigned int bits = __float_as_uint(value);
-    if ((bits & 0x7f800000u) == 0u) {
-        const double magnitude = ldexp((double)(bits & 0x007fffffu), -149);
-        return (bits & 0x80000000u) ? -magnitude : magnitude;
-    }
-    return (double)value;
-}
 
 #define MERGE_EMPTY 0xffffffffffffffffULL
 
@@ -136,12 +126,12 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS)
             const int first = start + leaf * MERGE_SUM_LEAF;
             const int stop = min(first + MERGE_SUM_LEAF, end);
             unsigned int i = (unsigned int)keys[first];
-            double sx = merge_widen(points[3 * (size_t)i]);
-            double sy = merge_widen(points[3 * (size_t)i + 1]);
+            double sx = widen_exact(points[3 * (size_t)i]);
+            double sy = widen_exact(points[3 * (size_t)i + 1]);
             for (int p = first + 1; p < stop; ++p) {
                 i = (unsigned int)keys[p];
-                sx = sx + merge_widen(points[3 * (size_t)i]);
-                sy = sy + merge_widen(points[3 * (size_t)i + 1]);
+                sx = sx + widen_exact(points[3 * (size_t)i]);
+                sy = sy + widen_exact(points[3 * (size_t)i + 1]);
             }
             leaf_x[first] = sx;
             leaf_y[first] = sy;

@@ -2,9 +2,9 @@
 // the same convex hulls (the same quickhull, the same float64 predicates), the same rectangle per
 // hull edge bit for bit, and per cluster its least-area edges, from which the host (core's
 // box_rows) picks the box as the CPU does (the yaw needs arctan2, which only the host computes
-// as NumPy does). Every name here starts with boxes_. Loaded by cuda/oriented_boxes.py, which
-// compiles it alone (cuda/module.py: --fmad=false) with the constants below passed with -D, and
-// launches:
+// as NumPy does). Every name here starts with boxes_, but widen_exact of widen.cuh, which
+// cuda/oriented_boxes.py puts before this file in its compile unit (cuda/module.py:
+// --fmad=false), compiled with the constants below passed with -D; it launches:
 //
 //   boxes_group_f32 / boxes_group_f64  one thread per point: a point of cluster c (its label;
 //       -1 and below: none) goes to a free slot of c's range [offsets[c], offsets[c+1]) of the
@@ -111,17 +111,6 @@ __device__ __forceinline__ BoxesScratch boxes_scratch(double* doubles, unsigned 
     return w;
 }
 
-__device__ __forceinline__ double boxes_widen(float value) {
-    const unsigned int bits = __float_as_uint(value);
-    if ((bits & 0x7f800000u) == 0u) {
-        const double magnitude = ldexp((double)(bits & 0x007fffffu), -149);
-        return (bits & 0x80000000u) ? -magnitude : magnitude;
-    }
-    return (double)value;
-}
-
-__device__ __forceinline__ double boxes_widen(double value) { return value; }
-
 template <typename T>
 __device__ __forceinline__ void boxes_group(const T* __restrict__ xyz,
                                             const int* __restrict__ labels, int n, int k,
@@ -142,9 +131,9 @@ __device__ __forceinline__ void boxes_group(const T* __restrict__ xyz,
         atomicOr(status, BOXES_BAD_LABELS);
         return;
     }
-    const double x = boxes_widen(xyz[3 * (size_t)i]);
-    const double y = boxes_widen(xyz[3 * (size_t)i + 1]);
-    const double z = boxes_widen(xyz[3 * (size_t)i + 2]);
+    const double x = widen_exact(xyz[3 * (size_t)i]);
+    const double y = widen_exact(xyz[3 * (size_t)i + 1]);
+    const double z = widen_exact(xyz[3 * (size_t)i + 2]);
     if (!(fabs(x) <= BOXES_MAX_COORDINATE && fabs(y) <= BOXES_MAX_COORDINATE &&
           fabs(z) <= BOXES_MAX_COORDINATE)) {
         atomicOr(status, BOXES_BAD_COORDINATE);
