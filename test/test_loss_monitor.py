@@ -42,6 +42,20 @@ def test_gaps_over_a_window_are_warned_once_per_window_with_the_share():
     assert said[1][1].startswith("10 of 20 frames (50 %)")
 
 
+def test_a_burst_of_losses_is_judged_whole_wherever_it_falls():
+    """One lost frame at 9 s and one at 11 s: windows that followed each other ([0, 10], [10, 20])
+    would each see a single gap; the sliding window sees both, once."""
+    loss = monitor()
+    warned = {}
+    for second in range(1, 30):
+        lost = (second >= 9) + (second >= 11)
+        check = loss.update(second, received=second, lost=lost, publishers=1, warn_share=0.1)
+        if check.warning:
+            warned[second] = check.warning
+    assert list(warned) == [11]
+    assert warned[11].startswith("2 of 12 frames (17 %) published on /points_raw in the last 10 s")
+
+
 def test_no_warning_under_the_share_or_for_a_single_gap():
     loss = monitor()
     assert loss.update(WINDOW_S, received=100, lost=5, publishers=1, warn_share=0.1).warning is None

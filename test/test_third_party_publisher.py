@@ -10,11 +10,15 @@ times at 5 Hz, best effort, from its own process. The test process reads /diagno
   ``config/fastdds_large_clouds.xml`` through ``FASTDDS_DEFAULT_PROFILES_FILE``) every frame
   reaches the node, none is counted lost.
 - Without it, the 1.9 MB sample does not fit the publisher's 512 KB shared-memory segment: frames
-  are lost (on this machine, Fast DDS 3 of Kilted, all 20 of them; elsewhere a share), the node's
-  log warns and names the fix, and /diagnostics turns WARN with the reason. Every frame lost shows
-  as silence (a matched publisher, no frame); some lost as sequence gaps: both are accepted.
+  are lost, the node's log warns and names the fix, and /diagnostics turns WARN with the reason.
+  How many are lost depends on the machine and its load (Fast DDS 3 of Kilted on an idle 2-core
+  machine: all 20; with both cores busy: 5 to 15 of them). The node counts them from Fast DDS's
+  lost-sample reports and from sequence gaps; the loss warning is required when the node's rule
+  calls for one, the silence warning when no frame arrived at all (:func:`expected_warning`), and
+  when the machine lost too few for either the test skips, saying how many.
 - Sequence gaps for sure: the driver alternates a 10 000-point cut of the frame (160 KB, fits the
-  segment) with the full frame, so half of the frames arrive and the other half leave gaps.
+  segment) with the full frame, so the cuts arrive and every full frame lost between two of them
+  leaves a gap.
 
 Run time about 45 s (2 cores).
 """
@@ -35,7 +39,8 @@ rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 
-from gpu_euclidean_cluster.ros.loss_monitor import TRANSPORT_FIX  # noqa: E402
+from gpu_euclidean_cluster.ros.loss_monitor import MIN_LOST, TRANSPORT_FIX  # noqa: E402
+from gpu_euclidean_cluster.ros.settings import DIAGNOSTICS_WARN_SHARE  # noqa: E402
 from gpu_euclidean_cluster.ros.transport import (  # noqa: E402
     ENV,
     LARGE_CLOUD_TRANSPORTS,
@@ -74,7 +79,7 @@ COUNT, RATE_HZ = 20, 5.0
 #: node start-up, discovery and clustering on 2 busy cores
 TIMEOUT_S = 60.0
 #: the node's warnings (ros/loss_monitor.py)
-GAPS = re.compile(
+LOSS = re.compile(
     rf"\[WARN\].*\d+ of \d+ frames \(\d+ %\) published on {re.escape(TOPIC)} in the last"
 )
 SILENCE = re.compile(rf"\[WARN\].*no frame arrived on {re.escape(TOPIC)} for \d+ s while")
@@ -186,9 +191,32 @@ def settled(diagnostics: Diagnostics) -> tuple[int, int]:
     raise TimeoutError("the node's counters kept changing")
 
 
+def settled_since(diagnostics: Diagnostics, before: tuple[int, int]) -> tuple[int, int]:
+    """``(received, lost)`` counted since the counters were ``before``, once settled."""
+    now = settled(diagnostics)
+    return now[0] - before[0], now[1] - before[1]
+
+
+def expected_warning(received: int, lost: int) -> re.Pattern[str]:
+    """The warning the node's rule (``ros/loss_monitor.py``) calls for after a run of the driver
+    of which ``received`` frames arrived and ``lost`` were counted lost: the loss warning when
+    enough were lost, else the silence warning when none arrived. Skips, saying so, when this
+    machine lost too few for either."""
+    assert received + lost <= COUNT, f"the node counted {received} + {lost} of {COUNT} frames"
+    if lost >= MIN_LOST and lost > DIAGNOSTICS_WARN_SHARE * (received + lost):
+        return LOSS
+    if received == 0:
+        return SILENCE
+    pytest.skip(
+        f"this machine's Fast DDS delivered {received} of {COUNT} frames without the fix and the "
+        f"node counted {lost} lost: under its warning threshold (at least {MIN_LOST} and over "
+        f"{DIAGNOSTICS_WARN_SHARE:.0%} of the frames sent)"
+    )
+
+
 def wait_for_warning(node, log_start: int, pattern: re.Pattern[str]) -> str:
-    """The node's log since ``log_start`` once ``pattern`` is in it, or after 15 s: a gap warning
-    comes at the end of the node's 10 s window, which can close after the counters settle."""
+    """The node's log since ``log_start`` once ``pattern`` is in it, or after 15 s: the node
+    judges gaps over its last 10 s, once a second."""
     deadline = time.monotonic() + 15.0
     while not pattern.search(node.output()[log_start:]) and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -218,11 +246,13 @@ def test_without_the_fix_frames_are_lost_and_the_node_names_the_fix(
     reports_start = len(diagnostics.reports)
     # lingering, the matched publisher stays silent long enough for the silence warning
     publish(domain, frame_path, "--linger-s", "5")
-    received, _ = settled(diagnostics)
-    log = wait_for_warning(node, log_start, re.compile(f"{GAPS.pattern}|{SILENCE.pattern}"))
-    assert received - before[0] < COUNT, f"nothing was lost without the fix:\n{log}"
-    warnings = [line for line in log.splitlines() if GAPS.search(line) or SILENCE.search(line)]
-    assert warnings, f"the node did not warn:\n{log}"
+    received, lost = settled_since(diagnostics, before)
+    assert received < COUNT, f"nothing was lost without the fix:\n{node.output()[log_start:]}"
+    expected = expected_warning(received, lost)
+    log = wait_for_warning(node, log_start, expected)
+    counts = f"{received} received, {lost} counted lost"
+    warnings = [line for line in log.splitlines() if expected.search(line)]
+    assert warnings, f"the node did not warn ({counts}):\n{log}"
     assert all(TRANSPORT_FIX in w and "FASTDDS_DEFAULT_PROFILES_FILE=" in w for w in warnings)
     reasons = [
         message
@@ -230,7 +260,7 @@ def test_without_the_fix_frames_are_lost_and_the_node_names_the_fix(
         if level == DiagnosticStatus.WARN[0]
         and ("lost before reaching the node" in message or "no frame arrived" in message)
     ]
-    assert reasons, diagnostics.since(reports_start)
+    assert reasons, (counts, diagnostics.since(reports_start))
     assert all(f"{ENV}={LARGE_CLOUD_TRANSPORTS}" in message for message in reasons)
 
 
@@ -238,11 +268,11 @@ def test_sequence_gaps_are_counted_warned_and_reported(domain, frame_path, node,
     before, log_start = settled(diagnostics), len(node.output())
     reports_start = len(diagnostics.reports)
     publish(domain, frame_path, "--small-every", "2", "--linger-s", "1")
-    received, lost = settled(diagnostics)
-    assert received - before[0] >= COUNT // 2  # the small ones fit the default segment
-    assert lost - before[1] > 0
-    log = wait_for_warning(node, log_start, GAPS)
-    assert GAPS.search(log) and TRANSPORT_FIX in log, log
+    received, lost = settled_since(diagnostics, before)
+    assert received >= COUNT // 2  # the small ones fit the default segment
+    assert expected_warning(received, lost) is LOSS
+    log = wait_for_warning(node, log_start, LOSS)
+    assert LOSS.search(log) and TRANSPORT_FIX in log, (received, lost, log)
     assert any(
         level == DiagnosticStatus.WARN[0] and "lost before reaching the node" in message
         for level, message, _ in diagnostics.since(reports_start)

@@ -4,13 +4,16 @@ Two symptoms, both usually of one cause: a publishing process (a LiDAR driver, `
 with Fast DDS's default 512 KB shared-memory segment, which a large cloud does not fit (see
 ``ros/transport.py``; the node cannot change another process's segment):
 
-- **gaps**: frames arrive, but the publishers' sequence numbers skip some
-  (:meth:`.frame_stats.FrameStats.sequence`): more than ``warn_share`` of the frames sent in a
-  window of :data:`WINDOW_S` seconds never arrived (windows follow each other: at most one such
-  warning per window, about that window's counts);
+- **losses**: more than ``warn_share`` of the frames sent in the last :data:`WINDOW_S` seconds
+  never arrived, as :attr:`.frame_stats.StatsSnapshot.lost` counts them (gaps in the publishers'
+  sequence numbers, or samples the middleware reports lost, whichever sees more). The window
+  slides by a sample (a second): a burst of losses is judged whole, wherever it falls; after a
+  warning the next window starts afresh, so a loss is warned about once and warnings come at
+  most one window apart;
 - **silence**: a publisher has been matched on the input topic for :data:`SILENT_S` seconds and
-  no frame arrived at all (every frame lost; sequence gaps cannot show that; or the publisher is
-  simply idle, so the message says "if it publishes").
+  no frame arrived at all (every frame lost, where the middleware does not report lost samples
+  and sequence gaps cannot show it; or the publisher is simply idle, so the message says "if it
+  publishes").
 
 :class:`LossMonitor` is fed the counters once a second (the node's diagnostics timer) and returns
 the warning to log, throttled, plus the reason /diagnostics gives while silent.
@@ -18,6 +21,7 @@ the warning to log, throttled, plus the reason /diagnostics gives while silent.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from .transport import ENV, LARGE_CLOUD_TRANSPORTS, PACKAGE, PROFILE_FILE
@@ -83,7 +87,8 @@ class LossMonitor:
     def __init__(self, topic: str, fix: str, start: float) -> None:
         self.topic = topic
         self.fix = fix
-        self._window = _Sample(start, 0, 0)  # the counters when the current window began
+        #: samples since the window's start (the last warning, or start-up), oldest first
+        self._samples: deque[_Sample] = deque([_Sample(start, 0, 0)])
         self._quiet_since = start  # last arrival, or when publishers (re)appeared
         self._matched_before = False
         self._silence_warned = -float("inf")
@@ -103,19 +108,24 @@ class LossMonitor:
         return LossCheck(warning, silence)
 
     def _gaps(self, now: float, received: int, lost: int, warn_share: float) -> str | None:
-        base = self._window
+        sample = _Sample(now, received, lost)
+        while len(self._samples) > 1 and now - self._samples[1].time >= WINDOW_S:
+            self._samples.popleft()  # the window's base: the latest sample WINDOW_S or more ago
+        self._samples.append(sample)
+        base = self._samples[0]
         if now - base.time < WINDOW_S:
             return None
-        self._window = _Sample(now, received, lost)
         lost_now = lost - base.lost
         sent = lost_now + received - base.received
         if lost_now < MIN_LOST or lost_now <= warn_share * sent:
             return None
+        self._samples = deque([sample])
         return (
             f"{lost_now} of {sent} frames ({100 * lost_now / sent:.0f} %) published on "
             f"{self.topic} in the last {now - base.time:.0f} s never reached the node (gaps in "
-            f"the publishers' sequence numbers; a cloud larger than the publisher's Fast DDS "
-            f"shared-memory segment, 512 KB by default, is lost between processes); fix {self.fix}"
+            f"the publishers' sequence numbers, or samples the middleware reported lost; a cloud "
+            f"larger than the publisher's Fast DDS shared-memory segment, 512 KB by default, is "
+            f"lost between processes); fix {self.fix}"
         )
 
     def _silence(self, now: float, received: int, publishers: int) -> str:
