@@ -105,20 +105,6 @@ def test_publication_sequence_gaps_count_frames_lost_before_the_node():
     assert level == DiagnosticStatus.WARN
 
 
-def test_lost_counts_the_larger_of_sequence_gaps_and_the_middleware_reports():
-    """Both see the same losses, each only some: the larger is given, never their sum."""
-    from gpu_euclidean_cluster.ros.frame_stats import FrameStats
-
-    stats = FrameStats()
-    stats.middleware_lost(4)  # every frame lost: no sequence gap can show it
-    assert stats.snapshot().lost == 4
-    for number in (1, 7):  # 5 gaps, 4 of them the middleware already reported
-        stats.sequence(b"a", number)
-    assert stats.snapshot().lost == 5
-    stats.middleware_lost(2)
-    assert stats.snapshot().lost == 6
-
-
 def test_lost_frames_name_the_publisher_transport_and_the_fix():
     level, message = diagnostics.window_level(later(received=105, lost=5), BASE, 0.1)
     assert level == DiagnosticStatus.WARN

@@ -12,10 +12,10 @@ times at 5 Hz, best effort, from its own process. The test process reads /diagno
 - Without it, the 1.9 MB sample does not fit the publisher's 512 KB shared-memory segment: frames
   are lost, the node's log warns and names the fix, and /diagnostics turns WARN with the reason.
   How many are lost depends on the machine and its load (Fast DDS 3 of Kilted on an idle 2-core
-  machine: all 20; with both cores busy: 5 to 15 of them). The node counts them from Fast DDS's
-  lost-sample reports and from sequence gaps; the loss warning is required when the node's rule
-  calls for one, the silence warning when no frame arrived at all (:func:`expected_warning`), and
-  when the machine lost too few for either the test skips, saying how many.
+  machine: all 20; with both cores busy: 1 to 15 of them arrive). The node counts those lost
+  between two that arrived (sequence gaps); the gap warning is required when the node's rule calls
+  for one, the silence warning when no frame arrived at all (:func:`expected_warning`), and when
+  the machine lost too few for either the test skips, saying how many.
 - Sequence gaps for sure: the driver alternates a 10 000-point cut of the frame (160 KB, fits the
   segment) with the full frame, so the cuts arrive and every full frame lost between two of them
   leaves a gap.
@@ -199,7 +199,7 @@ def settled_since(diagnostics: Diagnostics, before: tuple[int, int]) -> tuple[in
 
 def expected_warning(received: int, lost: int) -> re.Pattern[str]:
     """The warning the node's rule (``ros/loss_monitor.py``) calls for after a run of the driver
-    of which ``received`` frames arrived and ``lost`` were counted lost: the loss warning when
+    of which ``received`` frames arrived and ``lost`` left sequence gaps: the gap warning when
     enough were lost, else the silence warning when none arrived. Skips, saying so, when this
     machine lost too few for either."""
     assert received + lost <= COUNT, f"the node counted {received} + {lost} of {COUNT} frames"
@@ -209,8 +209,8 @@ def expected_warning(received: int, lost: int) -> re.Pattern[str]:
         return SILENCE
     pytest.skip(
         f"this machine's Fast DDS delivered {received} of {COUNT} frames without the fix and the "
-        f"node counted {lost} lost: under its warning threshold (at least {MIN_LOST} and over "
-        f"{DIAGNOSTICS_WARN_SHARE:.0%} of the frames sent)"
+        f"node counted {lost} lost in gaps: under its warning threshold (at least {MIN_LOST} "
+        f"and over {DIAGNOSTICS_WARN_SHARE:.0%} of the frames sent)"
     )
 
 
@@ -250,7 +250,7 @@ def test_without_the_fix_frames_are_lost_and_the_node_names_the_fix(
     assert received < COUNT, f"nothing was lost without the fix:\n{node.output()[log_start:]}"
     expected = expected_warning(received, lost)
     log = wait_for_warning(node, log_start, expected)
-    counts = f"{received} received, {lost} counted lost"
+    counts = f"{received} received, {lost} lost in gaps"
     warnings = [line for line in log.splitlines() if expected.search(line)]
     assert warnings, f"the node did not warn ({counts}):\n{log}"
     assert all(TRANSPORT_FIX in w and "FASTDDS_DEFAULT_PROFILES_FILE=" in w for w in warnings)

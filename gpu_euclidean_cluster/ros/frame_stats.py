@@ -34,13 +34,10 @@ class StatsSnapshot:
         received: frames taken from the subscription.
         processed: frames clustered and published.
         dropped: frames overwritten by a newer one before the worker took them.
-        lost: frames a publisher sent that never reached the node (a cloud larger than the
-            publisher's Fast DDS shared-memory segment, or middleware queues overflowing while
-            the node was busy; see :mod:`~.loss_monitor`). Two counts see them, each a lower
-            bound of the same losses, so the larger is given: gaps in the publishers'
-            publication sequence numbers (blind to losses before a publisher's first frame and
-            after its last), and the samples the middleware itself reports lost (a DDS reader
-            that received part of a sample; not every middleware reports them).
+        lost: frames a publisher sent that never reached the node (gaps in its publication
+            sequence numbers: a cloud larger than the publisher's Fast DDS shared-memory segment,
+            or middleware queues overflowing while the node was busy; see
+            :mod:`~.loss_monitor`).
         rejected: rejected frames per kind (``malformed``, ``missing_fields``, ...).
         fallbacks: frames that ran otherwise than configured, and were published: on the CPU
             because the GPU ran out of memory, or with ``union_find`` because a paper's method
@@ -93,8 +90,7 @@ class FrameStats:
         self._received = 0
         self._processed = 0
         self._dropped = 0
-        self._gap_lost = 0
-        self._middleware_lost = 0
+        self._lost = 0
         self._last_sequence: dict[bytes, int] = {}
         self._rejected: Counter[str] = Counter()
         self._fallbacks = 0
@@ -117,13 +113,8 @@ class FrameStats:
         with self._lock:
             previous = self._last_sequence.get(publisher)
             if previous is not None and number > previous + 1:
-                self._gap_lost += number - previous - 1
+                self._lost += number - previous - 1
             self._last_sequence[publisher] = number
-
-    def middleware_lost(self, count: int) -> None:
-        """The middleware reports ``count`` more samples lost on the input subscription."""
-        with self._lock:
-            self._middleware_lost += count
 
     def dropped(self) -> None:
         """A waiting frame was overwritten by a newer one."""
@@ -172,7 +163,7 @@ class FrameStats:
                 received=self._received,
                 processed=self._processed,
                 dropped=self._dropped,
-                lost=max(self._gap_lost, self._middleware_lost),
+                lost=self._lost,
                 rejected=dict(self._rejected),
                 fallbacks=self._fallbacks,
                 cpu_fallbacks=self._cpu_fallbacks,

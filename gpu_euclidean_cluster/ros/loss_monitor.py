@@ -4,16 +4,14 @@ Two symptoms, both usually of one cause: a publishing process (a LiDAR driver, `
 with Fast DDS's default 512 KB shared-memory segment, which a large cloud does not fit (see
 ``ros/transport.py``; the node cannot change another process's segment):
 
-- **losses**: more than ``warn_share`` of the frames sent in the last :data:`WINDOW_S` seconds
-  never arrived, as :attr:`.frame_stats.StatsSnapshot.lost` counts them (gaps in the publishers'
-  sequence numbers, or samples the middleware reports lost, whichever sees more). The window
-  slides by a sample (a second): a burst of losses is judged whole, wherever it falls; after a
-  warning the next window starts afresh, so a loss is warned about once and warnings come at
-  most one window apart;
+- **gaps**: frames arrive, but the publishers' sequence numbers skip some
+  (:meth:`.frame_stats.FrameStats.sequence`): more than ``warn_share`` of the frames sent in the
+  last :data:`WINDOW_S` seconds never arrived. The window slides by a sample (a second): a
+  burst of losses is judged whole, wherever it falls; after a warning the next window starts
+  afresh, so a loss is warned about once and warnings come at most one window apart;
 - **silence**: a publisher has been matched on the input topic for :data:`SILENT_S` seconds and
-  no frame arrived at all (every frame lost, where the middleware does not report lost samples
-  and sequence gaps cannot show it; or the publisher is simply idle, so the message says "if it
-  publishes").
+  no frame arrived at all (every frame lost; sequence gaps cannot show that; or the publisher is
+  simply idle, so the message says "if it publishes").
 
 :class:`LossMonitor` is fed the counters once a second (the node's diagnostics timer) and returns
 the warning to log, throttled, plus the reason /diagnostics gives while silent.
@@ -123,9 +121,8 @@ class LossMonitor:
         return (
             f"{lost_now} of {sent} frames ({100 * lost_now / sent:.0f} %) published on "
             f"{self.topic} in the last {now - base.time:.0f} s never reached the node (gaps in "
-            f"the publishers' sequence numbers, or samples the middleware reported lost; a cloud "
-            f"larger than the publisher's Fast DDS shared-memory segment, 512 KB by default, is "
-            f"lost between processes); fix {self.fix}"
+            f"the publishers' sequence numbers; a cloud larger than the publisher's Fast DDS "
+            f"shared-memory segment, 512 KB by default, is lost between processes); fix {self.fix}"
         )
 
     def _silence(self, now: float, received: int, publishers: int) -> str:

@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile
-from rclpy.subscription import MessageInfo, Subscription
+from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
@@ -62,11 +61,6 @@ from .qos import reliability_policy
 from .ros_logging import RosLogHandler, forward_package_logging, stop_forwarding
 from .settings import NodeSettings, settings_from_values
 from .transport import configure_transport, installed_profile
-
-try:
-    from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
-except ImportError:  # Humble
-    from rclpy.qos_event import SubscriptionEventCallbacks, UnsupportedEventTypeError
 
 NODE_NAME = "euclidean_cluster_node"
 #: Depth of the (reliable) output publishers.
@@ -184,7 +178,9 @@ class EuclideanClusterNode(Node):
         )
         self._outputs = NodeOutputs(self, OUTPUT_QOS_DEPTH)  # logs which outputs it publishes
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 1)
-        self._input = self._subscribe_points(input_qos)
+        self._input = self.create_subscription(
+            PointCloud2, "input/points", self._on_points, input_qos, raw=True
+        )
         if self._sweeps is not None:
             self._packets = subscribe_packets(
                 self,
@@ -204,24 +200,6 @@ class EuclideanClusterNode(Node):
             self._publish_diagnostics,
             clock=Clock(clock_type=ClockType.STEADY_TIME),
         )
-
-    def _subscribe_points(self, qos: QoSProfile) -> Subscription:
-        """The raw input subscription, with the middleware's lost-sample reports counted where
-        it gives them (Fast DDS does: a large cloud lost in a shared-memory segment)."""
-        subscribe = partial(
-            self.create_subscription, PointCloud2, "input/points", self._on_points, qos, raw=True
-        )
-        try:
-            callbacks = SubscriptionEventCallbacks(
-                message_lost=lambda status: self._stats.middleware_lost(status.total_count_change)
-            )
-            return subscribe(event_callbacks=callbacks)
-        except UnsupportedEventTypeError:
-            self.get_logger().info(
-                "the middleware does not report lost samples: frames lost before the node are "
-                "counted from gaps in the publishers' sequence numbers only"
-            )
-            return subscribe()
 
     def _parameter_values(self, changes: Sequence[Parameter] = ()) -> dict[str, object]:
         values = {spec.name: self.get_parameter(spec.name).value for spec in PARAMETERS}
