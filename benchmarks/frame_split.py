@@ -12,8 +12,11 @@ do):
 - ``encode``: the labelled cloud and the cluster table (on CUDA: the kernels, the table's sort,
   the copies back, the synchronisation);
 - ``labeled_cdr`` / ``clusters_cdr``: the outputs serialized for ``publish``;
-- ``frame``: ``FramePipeline.process`` whole, and ``frame + cdr`` with both serializations: what
-  the node's ``decode_build`` + ``cluster`` stand for, without rclpy.
+- ``frame``: ``FramePipeline.process`` whole (on CUDA: one frame graph, ``cuda/frame_graph.py``,
+  also timed stage by stage: ``graph_stages``),
+  ``frame staged``: the same with ``whole_frames=False`` (decode, cluster, encode as above), and
+  ``frame + cdr`` with both serializations: what the node's ``decode_build`` + ``cluster`` stand
+  for, without rclpy.
 
 And the floors of the host the node runs on: ``python_call`` (an empty Python call),
 ``gpu_round_trip`` (an empty kernel launched and waited for), ``copy_in`` (the frame's payload into
@@ -58,6 +61,9 @@ class FrameSplit:
     #: other work on the machine skews the timings
     load_average: tuple[float, float, float]
     timings: dict[str, PublishTiming]
+    #: the whole frame's graph stage by stage (median ms; the CUDA codec's ``stage_split``), or
+    #: None where the frame is not one graph
+    graph_stages: dict[str, float] | None = None
 
 
 def input_cloud(seed: int = 0) -> tuple[RawCloud, str]:
@@ -97,6 +103,8 @@ def measure_frame_split(
     backend = make_backend(backend_name)
     pipeline = FramePipeline(backend, copy_output=False)
     pipeline.warm_up(config, window)
+    staged = FramePipeline(backend, copy_output=False, whole_frames=False)
+    staged.warm_up(config, window)
     codec = backend.frame_codec()
     clusterer = EuclideanClusterer(config, backend)
     parsed, _ = from_cdr(message)
@@ -112,10 +120,10 @@ def measure_frame_split(
     def encode() -> Any:
         return codec.encode(result.labels, result.cluster_sizes, copy=False, layout=labeled_layout)
 
-    def whole(serialize: bool) -> Callable[[], Any]:
+    def whole(serialize: bool, frames: FramePipeline = pipeline) -> Callable[[], Any]:
         def run() -> Any:
             cloud_in, _ = from_cdr(message)
-            out = pipeline.process(cloud_in, config, window, labeled_layout=labeled_layout)
+            out = frames.process(cloud_in, config, window, labeled_layout=labeled_layout)
             if serialize:
                 point_cloud_cdr(out.labeled, header)
                 point_cloud_cdr(out.clusters, header)
@@ -131,11 +139,14 @@ def measure_frame_split(
         "labeled_cdr": lambda: point_cloud_cdr(output.labeled, header),
         "clusters_cdr": lambda: point_cloud_cdr(output.clusters, header),
         "frame": whole(serialize=False),
+        "frame staged": whole(serialize=False, frames=staged),
         "frame + cdr": whole(serialize=True),
         "python_call": lambda: None,
         **_device_floors(backend, cloud, output.labeled),
     }
     timings = time_cases(cases, warmup, repeats, budget_s)
+    split = getattr(codec, "stage_split", None)
+    graph_stages = None if split is None else split(parsed, config, window, labeled_layout)
     return FrameSplit(
         frame=source,
         labeled_layout=labeled_layout,
@@ -146,6 +157,7 @@ def measure_frame_split(
         cpu=cpu_model(),
         load_average=os.getloadavg(),
         timings=timings,
+        graph_stages=graph_stages,
     )
 
 

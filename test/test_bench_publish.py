@@ -22,7 +22,7 @@ pytestmark = [
 
 STEPS = {
     "from_cdr", "decode", "cluster", "encode", "labeled_cdr", "clusters_cdr", "frame",
-    "frame + cdr", "python_call",
+    "frame staged", "frame + cdr", "python_call",
 }  # fmt: skip
 
 

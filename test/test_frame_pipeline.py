@@ -100,8 +100,12 @@ def xyzi_cloud(xyz: np.ndarray) -> RawCloud:
 
 @pytest.fixture(scope="module")
 def base(load_frame: Callable[[str], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return base_points(load_frame)
+
+
+def base_points(load_frame: Callable[[str], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """16000 points of kitti_000008 (float32) with NaN/±Inf, signed zeros, subnormals and
-    implausible coordinates mixed in, and an intensity column."""
+    implausible coordinates mixed in, and an intensity column (the ``base`` fixture)."""
     xyz = load_frame("kitti_000008.bin")[:BASE_POINTS].copy()
     rng = np.random.default_rng(7)
     bad = rng.choice(len(xyz), 60, replace=False)
@@ -473,6 +477,10 @@ class ModelCodec:
         self.cloud: RawCloud | None = None
         self.xyz = np.empty((0, 3))
         self.implausible = 0
+
+    def process_whole(self, *args: Any) -> None:
+        """The model runs every frame step by step (``test_frame_graph.py`` models the graph)."""
+        return None
 
     def decode(self, cloud: RawCloud, window: FrameWindow) -> DecodedFrame:
         self.cloud = cloud
@@ -1240,6 +1248,7 @@ def test_out_of_memory_on_the_gpu_pipeline_falls_back_to_the_cpu(load_frame, mon
         raise error("out of memory allocating 512 bytes")
 
     monkeypatch.setattr(processor._codec, "encode", fail)
+    monkeypatch.setattr(processor._codec, "process_whole", fail)  # the frame graph's path
     cloud = xyzi_cloud(load_frame("kitti_000008.bin"))
     got = run(processor, cloud, SETTINGS["window"])
     assert got.result.backend == "cpu" and "out of memory" in (got.fallback_reason or "")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core.cluster_stats import cluster_rgb, cluster_table, pack_rgb
+from ..core.config import ClusterConfig
 from ..core.frame import (
     DEFAULT_LABELED_LAYOUT,
     DecodedFrame,
@@ -25,6 +26,7 @@ from ..core.frame import (
     flatten_heights,
     group_records,
 )
+from ..core.result import ClusterResult
 from ..pointcloud_io.pointcloud2 import (
     XYZ,
     RawCloud,
@@ -46,6 +48,18 @@ class CpuFrameCodec:
         self._cloud: RawCloud | None = None
         self._xyz: np.ndarray | None = None
         self._implausible = 0
+
+    def process_whole(
+        self,
+        cloud: RawCloud,
+        config: ClusterConfig,
+        window: FrameWindow,
+        layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
+        copy: bool = True,
+    ) -> tuple[EncodedFrame, ClusterResult] | None:
+        """None: on the CPU a frame is always decoded, clustered and encoded step by step (the
+        GPU twin runs some frames as one graph launch, with the same outputs)."""
+        return None
 
     def decode(self, cloud: RawCloud, window: FrameWindow) -> DecodedFrame:
         """Decode ``cloud`` for clustering: points (``read_xyz``'s dtype, z flattened unless

@@ -4,11 +4,14 @@ exhaustive or range search (Section 4.4) or the companion papers' kd-tree and sc
 
 Kernels come from :func:`.module.get_kernel`; the drivers take the device id and fetch their own.
 A whole ``union_find`` call runs as one CUDA graph per size bucket (``graphs.py``,
-:meth:`CudaBackend.cluster_whole`); every other configuration runs stage by stage.
+:meth:`CudaBackend.cluster_whole`), and a whole frame of the frame layer with it where it can
+(``frame_graph.py``, through the codecs of :meth:`CudaBackend.frame_codec`); every other
+configuration runs stage by stage.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +24,8 @@ from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
 from .autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
 from .ccl import label_edges, label_vertices
-from .frame import CudaFrameCodec
+from .frame import SOURCE
+from .frame_graph import FrameGraphs, GraphFrameCodec
 from .graph import (
     NeighbourSearch,
     build_adjacency_list,
@@ -66,6 +70,7 @@ class CudaBackend:
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.device = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         self.graphs = ClusterGraphs(device_id)
+        self._frame_graphs: weakref.WeakSet[FrameGraphs] = weakref.WeakSet()
 
     def to_device(self, points: object) -> cupy.ndarray:
         with self._device:
@@ -93,7 +98,7 @@ class CudaBackend:
         with self._device:
             pool = cupy.get_default_memory_pool()
             held = int(pool.total_bytes())
-            self.graphs.release()
+            self._release_graphs()
             pool.free_all_blocks()
             return held
 
@@ -101,7 +106,7 @@ class CudaBackend:
         """Peak bytes held from CuPy's pool while ``call`` runs (a CuPy memory hook), and the
         drop of the driver's free memory (``memGetInfo``) over the run from an empty pool."""
         with self._device:
-            self.graphs.release()  # a graph call allocates its bucket's buffers again
+            self._release_graphs()  # a graph call allocates its bucket's buffers again
             cupy.get_default_memory_pool().free_all_blocks()
             self.synchronize()
             free_before = int(cupy.cuda.runtime.memGetInfo()[0])
@@ -120,8 +125,16 @@ class CudaBackend:
         """The CUDA twin (``cuda/velodyne.py``): one thread per firing and laser."""
         return CudaPacketDecoder(calibration, settings, self.device_id).decode_with
 
-    def frame_codec(self) -> CudaFrameCodec:
-        return CudaFrameCodec(self.device_id)
+    def frame_codec(self) -> GraphFrameCodec:
+        """A codec that runs whole frames as graphs on this backend's buckets where it can."""
+        frame_graphs = FrameGraphs(self.graphs, SOURCE, self.device)
+        self._frame_graphs.add(frame_graphs)
+        return GraphFrameCodec(frame_graphs)
+
+    def _release_graphs(self) -> None:
+        for frame_graphs in list(self._frame_graphs):
+            frame_graphs.release()
+        self.graphs.release()
 
     def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
         """The whole ``union_find`` call as one CUDA graph launch and one synchronisation

@@ -45,7 +45,7 @@ How the bytes come out identical (no tolerances anywhere):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -72,6 +72,11 @@ from ..pointcloud_io.pointcloud2 import (
     require_fields,
 )
 from .buffers import GrowOnlyBuffers, grown
+from .module import KernelSource
+
+if TYPE_CHECKING:
+    from ..core.config import ClusterConfig
+    from ..core.result import ClusterResult
 
 #: Threads per block of the element-wise kernels and of the cluster-table kernel.
 THREADS = 256
@@ -252,10 +257,21 @@ class _Frame:
     coords: Any
 
 
+#: Label bits sorted per radix pass of a frame graph's table sort (``kernels/pc2_sort.cu``).
+RADIX_BITS = 8
+#: Keys per block of those passes (one per thread).
+SORT_TILE = 1024
+
 #: The codec's kernels: their sources (after the package's ``common.cuh``) and the constants
-#: they are compiled with.
-KERNEL_FILES = ("common.cuh", "pointcloud2.cu", "pc2_group.cu")
-KERNEL_CONSTANTS = (("PC2_SUM_LEAF", SUM_LEAF),)
+#: they are compiled with; the ``*_sized`` kernels and ``pc2_sort.cu`` serve the frame graphs
+#: (``frame_graph.py``).
+KERNEL_FILES = ("common.cuh", "pointcloud2.cu", "pc2_group.cu", "pc2_sort.cu")
+KERNEL_CONSTANTS = (
+    ("PC2_SUM_LEAF", SUM_LEAF),
+    ("PC2_RADIX_BITS", RADIX_BITS),
+    ("PC2_SORT_TILE", SORT_TILE),
+)
+SOURCE = KernelSource("pointcloud2", KERNEL_FILES, KERNEL_CONSTANTS)
 KERNELS = (
     "pc2_decode",
     "pc2_encode",
@@ -283,14 +299,13 @@ class CudaFrameCodec:
         """Fetch the kernels (compiled once per device and process)."""
         import cupy
 
-        from .module import KernelSource, get_kernel
+        from .module import get_kernel
 
         self._cp = cupy
         self.device_id = device_id
         self._device = cupy.cuda.Device(device_id)
-        source = KernelSource("pointcloud2", KERNEL_FILES, KERNEL_CONSTANTS)
         with self._device:
-            self._kernels = {name: get_kernel(source, name, device_id) for name in KERNELS}
+            self._kernels = {name: get_kernel(SOURCE, name, device_id) for name in KERNELS}
             self._input_done = cupy.cuda.Event(block=False, disable_timing=True)
         self._buffers = GrowOnlyBuffers()
         self._generation = 0
@@ -298,6 +313,18 @@ class CudaFrameCodec:
         self._clusters = 0
         #: the last layout planned: its key (:func:`layout_key`), plan and output layout
         self._planned: tuple[tuple[Any, ...], XyzPlan, OutputLayout] | None = None
+
+    def process_whole(
+        self,
+        cloud: RawCloud,
+        config: ClusterConfig,
+        window: FrameWindow,
+        layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
+        copy: bool = True,
+    ) -> tuple[EncodedFrame, ClusterResult] | None:
+        """None: this codec runs frames step by step; ``frame_graph.GraphFrameCodec`` runs them
+        as one graph launch where it can."""
+        return None
 
     def decode(self, cloud: RawCloud, window: FrameWindow) -> DecodedFrame:
         """Copy ``cloud.data`` to the device and decode it for clustering.
@@ -474,7 +501,9 @@ class CudaFrameCodec:
                 records = grouped_host.copy() if copy else grouped_host
                 grouped = GroupedRecords(counts=sizes.copy(), records=records)
             return EncodedFrame(
-                labeled=self._output_cloud(frame, out_layout, payload.copy() if copy else payload),
+                labeled=self._output_cloud(
+                    frame.plan, frame.is_dense, out_layout, payload.copy() if copy else payload
+                ),
                 table=table_host[:table_words].view(CLUSTER_DTYPE).copy(),
                 implausible_points=int(status_host[1]),
                 grouped=grouped,
@@ -518,9 +547,11 @@ class CudaFrameCodec:
             (*shape, *middle, labels, np.int32(k), out, keys, err),
         )
 
-    def _output_cloud(self, frame: _Frame, layout: OutputLayout, payload: np.ndarray) -> RawCloud:
-        """The labelled cloud of ``frame`` in ``layout`` with ``payload`` as its data."""
-        plan = frame.plan
+    def _output_cloud(
+        self, plan: XyzPlan, is_dense: bool, layout: OutputLayout, payload: np.ndarray
+    ) -> RawCloud:
+        """The labelled cloud of the cloud ``plan`` planned, in ``layout``, with ``payload`` as
+        its data."""
         return RawCloud(
             fields=layout.fields,
             height=plan.height,
@@ -529,7 +560,7 @@ class CudaFrameCodec:
             row_step=plan.width * layout.point_step,
             data=payload,
             is_bigendian=plan.big_endian,
-            is_dense=frame.is_dense,
+            is_dense=is_dense,
         )
 
     def cluster_sums(self) -> np.ndarray:

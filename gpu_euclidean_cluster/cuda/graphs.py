@@ -162,7 +162,7 @@ class GraphCall:
     host_syncs: int
 
 
-class _Bucket:
+class Bucket:
     """Every buffer of the clouds of one bucket size, host and device, allocated once."""
 
     def __init__(self, device_id: int, size: int) -> None:
@@ -215,7 +215,7 @@ class _Bucket:
         return self._point_ids
 
 
-def _graph_key(
+def graph_key(
     n: int, to_host: bool, masked: bool, config: ClusterConfig
 ) -> tuple[_Key, np.float32, float | None]:
     """The graph's key for a cloud of ``n`` points (labels wanted on the host or not, a mask or
@@ -269,10 +269,10 @@ class ClusterGraphs:
 
     def __init__(self, device_id: int) -> None:
         self.device_id = device_id
-        self._buckets: OrderedDict[int, _Bucket] = OrderedDict()
+        self._buckets: OrderedDict[int, Bucket] = OrderedDict()
         self._graphs: OrderedDict[_Key, _Graph] = OrderedDict()
         self._capture_stream: cupy.cuda.Stream | None = None
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         #: Why graphs are off for good on this device (a capture failed), else None.
         self.disabled: str | None = None
         #: The last call's counts, None before the first.
@@ -280,7 +280,7 @@ class ClusterGraphs:
 
     def release(self) -> None:
         """Drop every graph and buffer (the next call of each bucket captures again)."""
-        with self._lock:
+        with self.lock:
             self._clear()
 
     def _clear(self) -> None:
@@ -302,10 +302,10 @@ class ClusterGraphs:
             return None
         n = int(points.shape[0])
         to_host = isinstance(points, np.ndarray)
-        key, thr, side = _graph_key(n, to_host, mask is not None, config)
+        key, thr, side = graph_key(n, to_host, mask is not None, config)
         start = time.perf_counter()
-        with self._lock:
-            bucket = self._bucket(key[0])
+        with self.lock:
+            bucket = self.bucket(key[0])
             graph = self._graphs.get(key)
             captured = graph is None
             if graph is None:
@@ -374,11 +374,11 @@ class ClusterGraphs:
         n = int(points.shape[0])
         if self.cluster(points, None, config, "") is None:  # captures the graph where needed
             return None
-        key, _, _ = _graph_key(n, to_host, False, config)
+        key, _, _ = graph_key(n, to_host, False, config)
         stream = cupy.cuda.get_current_stream()
         samples: dict[str, list[float]] = {stage: [] for stage in SPLIT_STAGES}
         inside = SPLIT_STAGES[1:-1]
-        with self._lock:
+        with self.lock:
             bucket, graph = self._buckets[key[0]], self._graphs[key]
             for _ in range(repeats):
                 stream.synchronize()
@@ -402,22 +402,25 @@ class ClusterGraphs:
                 samples["labels_out"].append((time.perf_counter() - start) * 1e3)
         return {stage: float(np.median(values)) for stage, values in samples.items()}
 
-    def _bucket(self, size: int) -> _Bucket:
+    def bucket(self, size: int) -> Bucket:
+        """The buffers of the bucket of ``size`` points (made, dropping the least recently used
+        bucket and its graphs where :data:`MAX_BUCKETS` are kept); call with :attr:`lock` held."""
         bucket = self._buckets.get(size)
         if bucket is None:
             while len(self._buckets) >= MAX_BUCKETS:
                 dropped, _ = self._buckets.popitem(last=False)
                 for key in [k for k in self._graphs if k[0] == dropped]:
                     del self._graphs[key]
-            bucket = _Bucket(self.device_id, size)
+            bucket = Bucket(self.device_id, size)
             self._buckets[size] = bucket
         self._buckets.move_to_end(size)
         return bucket
 
-    def _steps(
-        self, key: _Key, bucket: _Bucket, thr: np.float32, side: float | None
+    def cluster_steps(
+        self, key: _Key, bucket: Bucket, thr: np.float32, side: float | None
     ) -> tuple[list[tuple[str, Step]], cupy.ndarray]:
-        """The graph's steps by stage, and the component ids they leave on the device."""
+        """The graph's steps by stage, and the component ids they leave on the device (also the
+        middle of a frame graph's, ``frame_graph.py``)."""
         size, masked, pinned, kind = key[:4]
         low, high = np.int32(key[6]), np.int32(key[7])
         count_in = Copy(bucket.count.data.ptr, bucket.host_count.ctypes.data, 4, HOST_TO_DEVICE)
@@ -461,13 +464,13 @@ class ClusterGraphs:
         return steps, components
 
     def _capture(
-        self, key: _Key, bucket: _Bucket, thr: np.float32, side: float | None
+        self, key: _Key, bucket: Bucket, thr: np.float32, side: float | None
     ) -> _Graph | None:
         """Capture the steps of ``key`` on the private stream; None, with graphs off for good on
         this device, where the capture fails."""
         for source in (UNION_FIND, CLUSTERING):
             compile_source(source, self.device_id)
-        steps, components = self._steps(key, bucket, thr, side)
+        steps, components = self.cluster_steps(key, bucket, thr, side)
         if self._capture_stream is None:
             self._capture_stream = cupy.cuda.Stream(non_blocking=True)
         stream = self._capture_stream
@@ -495,7 +498,7 @@ class ClusterGraphs:
         return entry
 
     def _copy_input(
-        self, bucket: _Bucket, points: Any, mask: Any, n: int, stream: cupy.cuda.Stream
+        self, bucket: Bucket, points: Any, mask: Any, n: int, stream: cupy.cuda.Stream
     ) -> int:
         """N into its page-locked word, the points (and the mask) into the bucket's device
         buffers on ``stream``; the copies issued."""
@@ -511,7 +514,7 @@ class ClusterGraphs:
         return 2
 
     def _fetch_labels(
-        self, bucket: _Bucket, to_host: bool, n: int, stream: cupy.cuda.Stream
+        self, bucket: Bucket, to_host: bool, n: int, stream: cupy.cuda.Stream
     ) -> tuple[Any, int, int]:
         """The returned labels, once the graph (and any sort after it) has finished: ``(labels,
         copies issued beside the graph, host synchronisations made)``. Small clouds for the host:
@@ -532,7 +535,7 @@ class ClusterGraphs:
         return labels, 1, 1
 
     def _sort_after(
-        self, bucket: _Bucket, graph: _Graph, to_host: bool, n: int, stream: cupy.cuda.Stream
+        self, bucket: Bucket, graph: _Graph, to_host: bool, n: int, stream: cupy.cuda.Stream
     ) -> None:
         """More components than one block sorts: rank them by CuPy's sort, after the graph, and
         copy the counts (and the page-locked labels, where the graph copied them) again: one

@@ -11,10 +11,13 @@ The backend's frame codec (``Backend.frame_codec``: ``cpu/frame.py`` or ``cuda/f
 with identical output) decodes the PointCloud2 payload onto the backend's device; the stages run
 there in order; the clusterer labels the points; the codec encodes the labelled cloud and the
 cluster table. On the CUDA backend the frame stays on the GPU from one host -> device copy of the
-raw payload to one copy back and one synchronisation; the records grouped by cluster, asked for
-by a caller that publishes each cluster's points, come back with it. Oriented boxes, asked for,
-are fitted by the backend (``Backend.oriented_boxes``) to the decoded coordinates where they are
-the input's (on the GPU: a float32 cloud), with one more synchronisation for their rows.
+raw payload to one copy back; the records grouped by cluster, asked for by a caller that
+publishes each cluster's points, come back with it. A frame with no stages, boxes or grouping is
+first offered to the codec whole (``process_whole``): the CUDA codec runs it as one graph launch
+and one synchronisation where the clustering is a graph's (``cuda/frame_graph.py``). Oriented
+boxes, asked for, are fitted by the backend (``Backend.oriented_boxes``) to the decoded
+coordinates where they are the input's (on the GPU: a float32 cloud), with one more
+synchronisation for their rows.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ class FramePipeline:
         *,
         stages: Sequence[FrameStage] = (),
         copy_output: bool = True,
+        whole_frames: bool = True,
     ) -> None:
         """Create the backend now (from its name, or use the one given), so that a bad
         ``backend`` fails at start-up, and its frame codec (on the GPU: compile its kernels).
@@ -147,6 +151,9 @@ class FramePipeline:
                 is done with ``labeled`` and ``grouped`` before it calls :meth:`process` again
                 (the node publishes, which copies, before it processes the next frame); ``table``
                 and ``clusters`` are always copies.
+            whole_frames: let the codec run a frame with no stages, boxes or grouping as one
+                submission where it can (``process_whole``: the CUDA codec's frame graphs,
+                ``cuda/frame_graph.py``); False: always step by step (for comparison).
 
         Raises:
             ConfigError: unknown backend name, or ``cuda`` without a CUDA device.
@@ -159,6 +166,7 @@ class FramePipeline:
         self._host: FramePipeline | None = None
         self._stages = tuple(stages)
         self._copy_output = copy_output
+        self._whole_frames = whole_frames
 
     @property
     def backend(self) -> Backend:
@@ -253,6 +261,12 @@ class FramePipeline:
         self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, asked: _Asked
     ) -> FrameOutput:
         boxes = asked.oriented_boxes
+        if self._whole_frames and not (self._stages or boxes or asked.group_records):
+            whole = self._codec.process_whole(
+                cloud, config, window, asked.labeled_layout, self._copy_output
+            )
+            if whole is not None:
+                return _output(*whole)
         # Stages and boxes see the true heights (a ground plane needs z, a box its z range); with
         # use_height False the points are flattened after the stages, as the codec would have
         # flattened them.
@@ -274,16 +288,7 @@ class FramePipeline:
             group=asked.group_records,
             layout=asked.labeled_layout,
         )
-        output = FrameOutput(
-            labeled=encoded.labeled,
-            clusters=from_structured(encoded.table, is_dense=True),
-            table=encoded.table,
-            result=result,
-            implausible_points=encoded.implausible_points,
-            grouped=encoded.grouped,
-            ground=None if ground is None else ground.mask,
-            ground_plane=None if ground is None else ground.plane,
-        )
+        output = _output(encoded, result, ground)
         if not boxes:
             return output
         coordinates = decoded if decoded.dtype == coordinates_dtype(cloud) else read_xyz(cloud)
@@ -294,6 +299,22 @@ class FramePipeline:
         if self._clusterer.config != config:
             self._clusterer = EuclideanClusterer(config, self._backend)
         return self._clusterer
+
+
+def _output(
+    encoded: EncodedFrame, result: ClusterResult, ground: GroundFit | None = None
+) -> FrameOutput:
+    """The frame's output from the codec's encoding, the clustering and the ground stage's fit."""
+    return FrameOutput(
+        labeled=encoded.labeled,
+        clusters=from_structured(encoded.table, is_dense=True),
+        table=encoded.table,
+        result=result,
+        implausible_points=encoded.implausible_points,
+        grouped=encoded.grouped,
+        ground=None if ground is None else ground.mask,
+        ground_plane=None if ground is None else ground.plane,
+    )
 
 
 def coordinates_dtype(cloud: RawCloud) -> np.dtype:

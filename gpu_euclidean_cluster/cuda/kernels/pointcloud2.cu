@@ -23,6 +23,11 @@
 #define PC2_STATUS_ERROR 0
 #define PC2_STATUS_IMPLAUSIBLE 1
 
+// Words of a captured frame graph's shape buffer (int64): points, width, row_step.
+#define PC2_DIMS_N 0
+#define PC2_DIMS_WIDTH 1
+#define PC2_DIMS_ROW_STEP 2
+
 __device__ __forceinline__ int pc2_type_size(int type) {
     return type <= PC2_UINT8 ? 1 : type <= PC2_UINT16 ? 2 : type <= PC2_FLOAT32 ? 4 : 8;
 }
@@ -120,18 +125,21 @@ __device__ void pc2_coord(const unsigned char* p, int type, bool big_endian, boo
 // and counts the finite points that are not plausible in status[PC2_STATUS_IMPLAUSIBLE].
 // The cloud's dtype (read_xyz's) is float64 when coords_f64 is 1, else float32.
 
-extern "C" __global__ void pc2_decode(const unsigned char* __restrict__ raw, int n, int width,
-                                      long long row_step, int point_step, int off_x, int type_x,
-                                      int off_y, int type_y, int off_z, int type_z,
-                                      int big_endian, int coords_f64, int use_height,
-                                      double min_range_sq, double max_range_sq, double min_z,
-                                      double max_z, double min_y, double max_y,
-                                      double max_coordinate, int write_table,
-                                      unsigned* __restrict__ points, bool* __restrict__ mask,
-                                      unsigned* __restrict__ table32,
-                                      unsigned long long* __restrict__ table64, int* status) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
+#define PC2_DECODE_PARAMS                                                                     \
+    int point_step, int off_x, int type_x, int off_y, int type_y, int off_z, int type_z,       \
+        int big_endian, int coords_f64, int use_height, double min_range_sq,                   \
+        double max_range_sq, double min_z, double max_z, double min_y, double max_y,           \
+        double max_coordinate, int write_table, unsigned *__restrict__ points,                 \
+        bool *__restrict__ mask, unsigned *__restrict__ table32,                               \
+        unsigned long long *__restrict__ table64, int *status
+#define PC2_DECODE_ARGS                                                                       \
+    point_step, off_x, type_x, off_y, type_y, off_z, type_z, big_endian, coords_f64,          \
+        use_height, min_range_sq, max_range_sq, min_z, max_z, min_y, max_y, max_coordinate,    \
+        write_table, points, mask, table32, table64, status
+
+__device__ __forceinline__ void pc2_decode_point(const unsigned char* __restrict__ raw, int i,
+                                                 int width, long long row_step,
+                                                 PC2_DECODE_PARAMS) {
     const int row = i / width;
     const int col = i - row * width;
     const unsigned char* p = raw + row * row_step + (long long)col * point_step;
@@ -159,6 +167,24 @@ extern "C" __global__ void pc2_decode(const unsigned char* __restrict__ raw, int
         unsigned out = f64 ? pc2_f64_to_f32(v[k]) : (unsigned)b[k];
         if (k == 2 && !use_height && isfinite(v[2])) out = 0u;  // +0.0
         points[o + k] = out;
+    }
+}
+
+extern "C" __global__ void pc2_decode(const unsigned char* __restrict__ raw, int n, int width,
+                                      long long row_step, PC2_DECODE_PARAMS) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) pc2_decode_point(raw, i, width, row_step, PC2_DECODE_ARGS);
+}
+
+// The same with the cloud's shape read from the device (PC2_DIMS), for a captured graph that
+// serves every cloud of its size bucket (cuda/frame_graph.py); launched for the bucket's points.
+extern "C" __global__ void pc2_decode_sized(const unsigned char* __restrict__ raw,
+                                            const long long* __restrict__ dims,
+                                            PC2_DECODE_PARAMS) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < dims[PC2_DIMS_N]) {
+        pc2_decode_point(raw, i, (int)dims[PC2_DIMS_WIDTH], dims[PC2_DIMS_ROW_STEP],
+                         PC2_DECODE_ARGS);
     }
 }
 
@@ -207,14 +233,16 @@ __device__ unsigned pc2_label_word(const int* __restrict__ labels, int i, int nu
     return big_endian ? __byte_perm((unsigned)label, 0u, 0x0123) : (unsigned)label;
 }
 
-extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int n, int width,
-                                      long long row_step, int in_step, int out_words,
-                                      int cid_word, int rgb_word, int big_endian,
-                                      const int* __restrict__ labels, int num_clusters,
-                                      unsigned* __restrict__ out,
-                                      unsigned long long* __restrict__ keys, int* err) {
-    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (t >= (long long)n * out_words) return;
+#define PC2_ENCODE_PARAMS                                                                     \
+    int in_step, int out_words, int cid_word, int rgb_word, int big_endian,                    \
+        const int *__restrict__ labels, int num_clusters, unsigned *__restrict__ out,          \
+        unsigned long long *__restrict__ keys, int *err
+#define PC2_ENCODE_ARGS \
+    in_step, out_words, cid_word, rgb_word, big_endian, labels, num_clusters, out, keys, err
+
+__device__ __forceinline__ void pc2_encode_word(const unsigned char* __restrict__ raw,
+                                                long long t, int width, long long row_step,
+                                                PC2_ENCODE_PARAMS) {
     const int i = (int)(t / out_words);
     const int w = (int)(t - (long long)i * out_words);
     unsigned word;
@@ -238,6 +266,22 @@ extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int
     out[t] = word;
 }
 
+extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int n, int width,
+                                      long long row_step, PC2_ENCODE_PARAMS) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t < (long long)n * out_words) pc2_encode_word(raw, t, width, row_step, PC2_ENCODE_ARGS);
+}
+
+extern "C" __global__ void pc2_encode_sized(const unsigned char* __restrict__ raw,
+                                            const long long* __restrict__ dims,
+                                            PC2_ENCODE_PARAMS) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t < dims[PC2_DIMS_N] * out_words) {
+        pc2_encode_word(raw, t, (int)dims[PC2_DIMS_WIDTH], dims[PC2_DIMS_ROW_STEP],
+                        PC2_ENCODE_ARGS);
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Encode, compact layout: keep_fields(cloud, ("x", "y", "z")) + append_fields(cluster_id). One
 // thread per 4-byte word of the output: bytes [0, xs + ys + zs) are the point's x, y and z bytes
@@ -245,15 +289,18 @@ extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int
 // cid_word in the cloud's byte order (with the sort key and flags of pc2_encode), the rest is
 // zero.
 
-extern "C" __global__ void pc2_encode_compact(const unsigned char* __restrict__ raw, int n,
-                                              int width, long long row_step, int in_step,
-                                              int out_words, int cid_word, int big_endian,
-                                              int x_off, int xs, int y_off, int ys, int z_off,
-                                              int zs, const int* __restrict__ labels,
-                                              int num_clusters, unsigned* __restrict__ out,
-                                              unsigned long long* __restrict__ keys, int* err) {
-    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (t >= (long long)n * out_words) return;
+#define PC2_COMPACT_PARAMS                                                                    \
+    int in_step, int out_words, int cid_word, int big_endian, int x_off, int xs, int y_off,    \
+        int ys, int z_off, int zs, const int *__restrict__ labels, int num_clusters,           \
+        unsigned *__restrict__ out, unsigned long long *__restrict__ keys, int *err
+#define PC2_COMPACT_ARGS                                                                      \
+    in_step, out_words, cid_word, big_endian, x_off, xs, y_off, ys, z_off, zs, labels,        \
+        num_clusters, out, keys, err
+
+__device__ __forceinline__ void pc2_encode_compact_word(const unsigned char* __restrict__ raw,
+                                                        long long t, int width,
+                                                        long long row_step,
+                                                        PC2_COMPACT_PARAMS) {
     const int i = (int)(t / out_words);
     const int w = (int)(t - (long long)i * out_words);
     unsigned word = 0u;
@@ -273,6 +320,25 @@ extern "C" __global__ void pc2_encode_compact(const unsigned char* __restrict__ 
         }
     }
     out[t] = word;
+}
+
+extern "C" __global__ void pc2_encode_compact(const unsigned char* __restrict__ raw, int n,
+                                              int width, long long row_step,
+                                              PC2_COMPACT_PARAMS) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t < (long long)n * out_words) {
+        pc2_encode_compact_word(raw, t, width, row_step, PC2_COMPACT_ARGS);
+    }
+}
+
+extern "C" __global__ void pc2_encode_compact_sized(const unsigned char* __restrict__ raw,
+                                                    const long long* __restrict__ dims,
+                                                    PC2_COMPACT_PARAMS) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t < dims[PC2_DIMS_N] * out_words) {
+        pc2_encode_compact_word(raw, t, (int)dims[PC2_DIMS_WIDTH], dims[PC2_DIMS_ROW_STEP],
+                                PC2_COMPACT_ARGS);
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -437,4 +503,21 @@ extern "C" __global__ void pc2_table_f32(PC2_TABLE_ARGS(unsigned)) {
 
 extern "C" __global__ void pc2_table_f64(PC2_TABLE_ARGS(unsigned long long)) {
     pc2_table_impl<unsigned long long>(PC2_TABLE_CALL);
+}
+
+// The same with the cluster count read from the device (pc2_table_bounds writes it), launched
+// for the most threads the bucket's clusters can own (cuda/frame_graph.py).
+#define PC2_TABLE_SIZED_ARGS(C)                                                                \
+    const unsigned long long *keys, const C *xyz, const int *num_clusters, const int *starts, \
+        const int *offsets, pc2_Partial *slots, int *flags, int generation, unsigned *table,  \
+        double *sums, int *err
+#define PC2_TABLE_SIZED_CALL \
+    keys, xyz, *num_clusters, starts, offsets, slots, flags, generation, table, sums, err
+
+extern "C" __global__ void pc2_table_sized_f32(PC2_TABLE_SIZED_ARGS(unsigned)) {
+    pc2_table_impl<unsigned>(PC2_TABLE_SIZED_CALL);
+}
+
+extern "C" __global__ void pc2_table_sized_f64(PC2_TABLE_SIZED_ARGS(unsigned long long)) {
+    pc2_table_impl<unsigned long long>(PC2_TABLE_SIZED_CALL);
 }
