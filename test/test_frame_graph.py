@@ -1,4 +1,4 @@
-"""A whole frame as one CUDA graph (``cuda/frame_graph.py``, ``kernels/pc2_sort.cu``).
+"""A whole frame as one CUDA graph (``cuda/frame_graph.py``, ``cuda/kernels/pc2_sort.cu``).
 
 CPU tests model the graph's table sort and bounds the kernels' way in NumPy (tile counts,
 digit-major offsets, ranks by warp then lane; the chunked scan of the thread offsets) and hold
