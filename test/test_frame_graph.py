@@ -273,16 +273,38 @@ def test_a_longer_payload_of_the_same_layout_grows_the_graphs_buffer(base):
         assert_same_output(got, run(FramePipeline("cpu"), cloud, settings))
 
 
+@pytest.mark.parametrize("name", LAYOUT_NAMES)
 @pytest.mark.gpu
 @requires_cuda
-def test_stages_boxes_and_grouping_run_staged(graph_pipeline, base):
+def test_records_grouped_by_cluster_in_the_graph_match_the_cpu_pipeline(graph_pipeline, base, name):
+    """The object outputs' records: gathered in the graph, in 4-byte units or bytes as the
+    layout allows, equal to the CPU pipeline's grouping."""
+    cloud = layout_cloud(base, name)
+    settings = SETTINGS["window"]
+    window, config = settings.window, settings.cluster
+    frame_graphs = graph_pipeline._codec.frame_graphs
+    frame_graphs.last_call = None
+    got = graph_pipeline.process(cloud, config, window, group_records=True)
+    if frame_graphs.last_call is None:  # integer centimetres: too many components, staged
+        assert got.result.num_components > sort_capacity(0)
+    else:
+        assert frame_graphs.last_call.outside_copies == 4
+    expected = FramePipeline("cpu").process(cloud, config, window, group_records=True)
+    assert got.grouped is not None
+    assert_same_output(got, expected)
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_stages_and_boxes_run_staged(graph_pipeline, base):
     cloud = layout_cloud(base, "packed_f32")
     settings = SETTINGS["default"]
     frame_graphs = graph_pipeline._codec.frame_graphs
     frame_graphs.last_call = None
-    got = graph_pipeline.process(cloud, settings.cluster, settings.window, group_records=True)
+    got = graph_pipeline.process(cloud, settings.cluster, settings.window, oriented_boxes=True)
     assert frame_graphs.last_call is None
     expected = FramePipeline("cpu").process(
-        cloud, settings.cluster, settings.window, group_records=True
+        cloud, settings.cluster, settings.window, oriented_boxes=True
     )
     assert_same_output(got, expected)
+    assert got.boxes is not None and got.boxes.tobytes() == expected.boxes.tobytes()

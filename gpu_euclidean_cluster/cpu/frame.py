@@ -56,6 +56,7 @@ class CpuFrameCodec:
         window: FrameWindow,
         layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
         copy: bool = True,
+        group: bool = False,
     ) -> tuple[EncodedFrame, ClusterResult] | None:
         """None: on the CPU a frame is always decoded, clustered and encoded step by step (the
         GPU twin runs some frames as one graph launch, with the same outputs)."""

@@ -321,6 +321,7 @@ class CudaFrameCodec:
         window: FrameWindow,
         layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
         copy: bool = True,
+        group: bool = False,
     ) -> tuple[EncodedFrame, ClusterResult] | None:
         """None: this codec runs frames step by step; ``frame_graph.GraphFrameCodec`` runs them
         as one graph launch where it can."""

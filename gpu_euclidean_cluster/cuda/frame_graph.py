@@ -1,4 +1,5 @@
-"""A whole frame on the GPU as one CUDA graph: decode, cluster, encode and the cluster table.
+"""A whole frame on the GPU as one CUDA graph: decode, cluster, encode, the cluster table and the
+records grouped by cluster.
 
 The codec's staged frame (``frame.py``'s ``decode`` and ``encode`` around the clusterer) takes
 three host synchronisations and some twenty launches issued from Python: the clustering graph's
@@ -12,10 +13,12 @@ and CuPy's sort of the table's keys. Here, where :func:`frame_graph_applies`, th
    ``pc2_encode_sized`` (or ``pc2_encode_compact_sized``) writing the labelled payload and the
    table's keys, the keys' radix sort by label (:data:`RADIX_BITS` a pass, as many passes as the
    bucket's largest label needs), the table's bounds and thread offsets, ``pc2_table_sized_*``,
-   and the copies of the numbering's counts, the table's rows (as many as the numbering's
-   sorting block ranks components), the status words and K back into page-locked memory
-   (``kernels/pc2_sort.cu`` says how the sort and the bounds work on the device alone);
-3. the labelled payload copied back beside the graph, the labels copied into a new device array;
+   where asked (``FrameLayout.group``) ``pc2_group_records_sized``, and the copies of the
+   numbering's counts, the table's rows (as many as the numbering's sorting block ranks
+   components), the status words and K back into page-locked memory (``kernels/pc2_sort.cu``
+   says how the sort and the bounds work on the device alone);
+3. the labelled payload (and the grouped records) copied back beside the graph, the labels
+   copied into a new device array;
 4. one host synchronisation.
 
 Every size in the graph is the bucket's: the kernels read N from the device and the threads past
@@ -41,7 +44,13 @@ import numpy as np
 
 from ..core.cluster_stats import CLUSTER_DTYPE, SUM_LEAF
 from ..core.config import ClusterConfig
-from ..core.frame import DEFAULT_LABELED_LAYOUT, EncodedFrame, FrameWindow, LabeledLayout
+from ..core.frame import (
+    DEFAULT_LABELED_LAYOUT,
+    EncodedFrame,
+    FrameWindow,
+    GroupedRecords,
+    LabeledLayout,
+)
 from ..core.result import ClusterResult
 from ..pointcloud_io.pointcloud2 import DATATYPES, UINT8, RawCloud
 from .buffers import grown
@@ -84,8 +93,8 @@ MAX_POINTS = PINNED_LABELS_MAX_POINTS
 MAX_FRAME_GRAPHS = 8
 #: The stages of :meth:`FrameGraphs.stage_split`, in order: the payload's copy in (host clock),
 #: the graph's steps grouped (events), the payload and labels back (host clock).
-STAGES = ("payload_in", "shape_in", "decode", "cluster", "encode", "sort", "table", "copy_out",
-          "payload_out")  # fmt: skip
+STAGES = ("payload_in", "shape_in", "decode", "cluster", "encode", "sort", "table", "group",
+          "copy_out", "payload_out")  # fmt: skip
 
 
 def frame_graph_applies(config: ClusterConfig, num_points: int) -> bool:
@@ -104,6 +113,7 @@ class FrameLayout:
         coords_f64: ``read_xyz`` gives float64.
         out_step, cid_word, rgb_word: the labelled cloud's point step and its cluster_id and rgb
             words (rgb -1: the compact layout).
+        group: the input records are also grouped by cluster (``pc2_group_records_sized``).
     """
 
     point_step: int
@@ -114,6 +124,7 @@ class FrameLayout:
     out_step: int
     cid_word: int
     rgb_word: int
+    group: bool
 
 
 @dataclass(frozen=True)
@@ -124,7 +135,7 @@ class FrameCall:
         points, bucket: the cloud's size and its bucket's.
         captured: this call captured its graph; capture_ms: that capture (and new buffers).
         kernel_nodes, copy_nodes: kernels, and copies or memsets, inside the graph.
-        outside_copies: copies beside it (payload in and out, labels).
+        outside_copies: copies beside it (payload in and out, labels, grouped records).
         host_syncs: host synchronisations (1).
     """
 
@@ -164,20 +175,24 @@ class _Buffers:
         self.sums = cupy.empty(3 * max_clusters, dtype=cupy.float64)
         self.words = cupy.empty(4, dtype=cupy.int32)  # err, implausible, K, unused
         self.dims = cupy.empty(3, dtype=cupy.int64)
-        total = 8 * 3 + 16 + 44 * rows + size * layout.out_step
+        grouped_bytes = size * layout.point_step if layout.group else 0
+        self.grouped = cupy.empty(grouped_bytes, dtype=cupy.uint8)
+        total = 8 * 3 + 16 + 44 * rows + size * layout.out_step + grouped_bytes
         self._pinned = cupy.cuda.alloc_pinned_memory(total)
         host = np.frombuffer(self._pinned, np.uint8, total)
         self.host_dims = host[:24].view(np.int64)
         self.host_words = host[24:40].view(np.int32)
         self.host_table = host[40 : 40 + 44 * rows].view(np.uint32)
-        self.host_payload = host[40 + 44 * rows :]
+        payload_end = 40 + 44 * rows + size * layout.out_step
+        self.host_payload = host[40 + 44 * rows : payload_end]
+        self.host_grouped = host[payload_end:]
 
     @property
     def nbytes(self) -> int:
         """Device bytes held."""
         arrays = (self.raw, self.coords, self.out, *self.keys, self.counts, self.starts,
                   self.offsets, self.slots, self.flags, self.table, self.sums, self.words,
-                  self.dims)  # fmt: skip
+                  self.dims, self.grouped)  # fmt: skip
         return sum(int(array.nbytes) for array in arrays)
 
 
@@ -203,12 +218,16 @@ class FrameGraphOutput:
         table: the cluster table (``CLUSTER_DTYPE`` rows, a copy).
         implausible_points: finite points beyond ``max_coordinate``.
         result: the clustering result (labels on the device, a new array).
+        grouped: with ``FrameLayout.group``, the clustered points' input records in cluster
+            order, (records, point_step) uint8, a view of page-locked memory like ``payload``;
+            else None.
     """
 
     payload: np.ndarray
     table: np.ndarray
     implausible_points: int
     result: ClusterResult
+    grouped: np.ndarray | None
 
 
 class FrameGraphs:
@@ -269,7 +288,7 @@ class FrameGraphs:
             _copy_in(entry, cloud, shape, stream)
             copied_at = time.perf_counter()
             entry.graph.launch(stream)
-            payload, labels = _copy_out(entry, n, layout.out_step, stream)
+            payload, labels = _copy_out(entry, n, layout, stream)
             stream.synchronize()
             ran_at = time.perf_counter()
             if not sorted_in_one_block(bucket.host_out):
@@ -290,7 +309,7 @@ class FrameGraphs:
                 capture_ms=(captured_at - start) * 1e3 if captured else 0.0,
                 kernel_nodes=entry.kernel_nodes,
                 copy_nodes=entry.copy_nodes,
-                outside_copies=3,
+                outside_copies=4 if layout.group else 3,
                 host_syncs=1,
             )
             held = bucket.nbytes + entry.buffers.nbytes
@@ -311,7 +330,12 @@ class FrameGraphs:
             num_components=num_components,
             peak_bytes=held,
         )
-        return FrameGraphOutput(payload, table, implausible, result)
+        grouped = None
+        if layout.group:
+            count = int(sizes.sum())
+            step = layout.point_step
+            grouped = buffers.host_grouped[: count * step].reshape(count, step)
+        return FrameGraphOutput(payload, table, implausible, result, grouped)
 
     def stage_split(
         self,
@@ -351,7 +375,7 @@ class FrameGraphs:
                 for stage in inside:
                     samples[stage].append(cupy.cuda.get_elapsed_time(*events[stage]))
                 start = time.perf_counter()
-                _copy_out(entry, shape[0], layout.out_step, stream)
+                _copy_out(entry, shape[0], layout, stream)
                 stream.synchronize()
                 samples["payload_out"].append((time.perf_counter() - start) * 1e3)
         return {stage: float(np.median(values)) for stage, values in samples.items()}
@@ -512,6 +536,18 @@ class FrameGraphs:
             ),
         ]
         steps += [("table", step) for step in table_steps]
+        if layout.group:
+            group_args = (
+                b.raw,
+                sorted_keys,
+                b.starts,
+                b.dims,
+                np.int32(layout.point_step),
+                b.grouped,
+            )
+            grid = blocks(size * max(layout.point_step // 4, 1))
+            group = KernelLaunch(src, "pc2_group_records_sized", grid, 256, group_args)
+            steps.append(("group", group))
         copies = [Copy(b.host_words.ctypes.data, words.data.ptr, words.nbytes, DEVICE_TO_HOST)]
         if b.host_table.nbytes:
             table_ptr = b.table.data.ptr
@@ -568,11 +604,18 @@ def _copy_in(
     _copy(entry.buffers.raw.data.ptr, data.ctypes.data, nbytes, HOST_TO_DEVICE, stream)
 
 
-def _copy_out(entry: _FrameGraph, n: int, out_step: int, stream: Any) -> tuple[np.ndarray, Any]:
-    """Queue the labelled payload's copy into page-locked memory and the labels' into a new
-    device array, after the graph: ``(payload, labels)``, filled once ``stream`` is done."""
-    payload = entry.buffers.host_payload[: n * out_step]
-    _copy(payload.ctypes.data, entry.buffers.out.data.ptr, payload.nbytes, DEVICE_TO_HOST, stream)
+def _copy_out(
+    entry: _FrameGraph, n: int, layout: FrameLayout, stream: Any
+) -> tuple[np.ndarray, Any]:
+    """Queue the labelled payload's copy into page-locked memory (and the grouped records', as
+    many bytes as N points could fill), and the labels' into a new device array, after the
+    graph: ``(payload, labels)``, filled once ``stream`` is done."""
+    b = entry.buffers
+    payload = b.host_payload[: n * layout.out_step]
+    _copy(payload.ctypes.data, b.out.data.ptr, payload.nbytes, DEVICE_TO_HOST, stream)
+    if layout.group:
+        grouped_bytes = n * layout.point_step
+        _copy(b.host_grouped.ctypes.data, b.grouped.data.ptr, grouped_bytes, DEVICE_TO_HOST, stream)
     labels = cupy.empty(n, dtype=cupy.int32)
     source = entry.bucket.numbering.labels.data.ptr
     _copy(labels.data.ptr, source, 4 * n, DEVICE_TO_DEVICE, stream)
@@ -598,17 +641,18 @@ class GraphFrameCodec(CudaFrameCodec):
         window: FrameWindow,
         layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
         copy: bool = True,
+        group: bool = False,
     ) -> tuple[EncodedFrame, ClusterResult] | None:
-        """``decode``, clustering with ``config`` and ``encode`` (``copy`` and ``layout`` as
-        there) as one graph launch and one synchronisation, with their outputs; None where the
-        frame runs staged (:func:`frame_graph_applies` false, frame graphs off on the device,
-        more components than the numbering's block sorts). The frame is not kept for a later
-        ``encode``.
+        """``decode``, clustering with ``config`` and ``encode`` (``copy``, ``group`` and
+        ``layout`` as there) as one graph launch and one synchronisation, with their outputs;
+        None where the frame runs staged (:func:`frame_graph_applies` false, frame graphs off
+        on the device, more components than the numbering's block sorts). The frame is not kept
+        for a later ``encode``.
 
         Raises:
             PointCloud2Error: the cloud cannot be decoded (as ``read_xyz`` raises).
         """
-        plan, out_layout, frame_layout, shape = self._frame_plan(cloud, layout)
+        plan, out_layout, frame_layout, shape = self._frame_plan(cloud, layout, group)
         if not frame_graph_applies(config, plan.num_points):
             return None
         with self._device:
@@ -616,10 +660,15 @@ class GraphFrameCodec(CudaFrameCodec):
         if output is None:
             return None
         payload = output.payload.copy() if copy else output.payload
+        grouped = None
+        if output.grouped is not None:
+            records = output.grouped.copy() if copy else output.grouped
+            grouped = GroupedRecords(counts=output.result.cluster_sizes.copy(), records=records)
         encoded = EncodedFrame(
             labeled=self._output_cloud(plan, bool(cloud.is_dense), out_layout, payload),
             table=output.table,
             implausible_points=output.implausible_points,
+            grouped=grouped,
         )
         return encoded, output.result
 
@@ -633,7 +682,7 @@ class GraphFrameCodec(CudaFrameCodec):
     ) -> dict[str, float] | None:
         """:meth:`FrameGraphs.stage_split` of the frame :meth:`process_whole` would run; None
         where it runs staged."""
-        plan, _, frame_layout, shape = self._frame_plan(cloud, layout)
+        plan, _, frame_layout, shape = self._frame_plan(cloud, layout, False)
         if not frame_graph_applies(config, plan.num_points):
             return None
         with self._device:
@@ -642,10 +691,10 @@ class GraphFrameCodec(CudaFrameCodec):
             )
 
     def _frame_plan(
-        self, cloud: RawCloud, layout: LabeledLayout
+        self, cloud: RawCloud, layout: LabeledLayout, group: bool
     ) -> tuple[XyzPlan, OutputLayout, FrameLayout, tuple[int, int, int, int]]:
-        """The cloud's plan, its labelled layout, what a graph bakes in of both, and its shape
-        (N, width, row step, payload bytes)."""
+        """The cloud's plan, its labelled layout, what a graph bakes in of both (and of
+        ``group``), and its shape (N, width, row step, payload bytes)."""
         plan, full = self._plan(cloud)
         out_layout = compact_layout(plan) if layout == "compact" else full
         frame_layout = FrameLayout(
@@ -657,6 +706,7 @@ class GraphFrameCodec(CudaFrameCodec):
             out_step=out_layout.point_step,
             cid_word=out_layout.cluster_id_offset // 4,
             rgb_word=out_layout.rgb_offset // 4 if out_layout.rgb_offset >= 0 else -1,
+            group=group,
         )
         shape = (plan.num_points, plan.width, plan.row_step, plan.nbytes)
         return plan, out_layout, frame_layout, shape

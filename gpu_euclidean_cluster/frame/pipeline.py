@@ -12,7 +12,7 @@ with identical output) decodes the PointCloud2 payload onto the backend's device
 there in order; the clusterer labels the points; the codec encodes the labelled cloud and the
 cluster table. On the CUDA backend the frame stays on the GPU from one host -> device copy of the
 raw payload to one copy back; the records grouped by cluster, asked for by a caller that
-publishes each cluster's points, come back with it. A frame with no stages, boxes or grouping is
+publishes each cluster's points, come back with it. A frame with no stages or boxes is
 first offered to the codec whole (``process_whole``): the CUDA codec runs it as one graph launch
 and one synchronisation where the clustering is a graph's (``cuda/frame_graph.py``). Oriented
 boxes, asked for, are fitted by the backend (``Backend.oriented_boxes``) to the decoded
@@ -151,7 +151,7 @@ class FramePipeline:
                 is done with ``labeled`` and ``grouped`` before it calls :meth:`process` again
                 (the node publishes, which copies, before it processes the next frame); ``table``
                 and ``clusters`` are always copies.
-            whole_frames: let the codec run a frame with no stages, boxes or grouping as one
+            whole_frames: let the codec run a frame with no stages or boxes as one
                 submission where it can (``process_whole``: the CUDA codec's frame graphs,
                 ``cuda/frame_graph.py``); False: always step by step (for comparison).
 
@@ -261,9 +261,9 @@ class FramePipeline:
         self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, asked: _Asked
     ) -> FrameOutput:
         boxes = asked.oriented_boxes
-        if self._whole_frames and not (self._stages or boxes or asked.group_records):
+        if self._whole_frames and not (self._stages or boxes):
             whole = self._codec.process_whole(
-                cloud, config, window, asked.labeled_layout, self._copy_output
+                cloud, config, window, asked.labeled_layout, self._copy_output, asked.group_records
             )
             if whole is not None:
                 return _output(*whole)

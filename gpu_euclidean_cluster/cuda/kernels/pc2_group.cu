@@ -37,3 +37,23 @@ extern "C" __global__ void pc2_group_records(const unsigned char* __restrict__ r
         pc2_group_copy(raw, keys, first, count * point_step, width, row_step, point_step, out);
     }
 }
+
+// The same inside a captured frame graph (cuda/frame_graph.py): the shape read from dims
+// (PC2_DIMS_*), the clustered points from starts[0] (pc2_table_bounds: the unlabelled points sort
+// first) to n, and the unit chosen on the device by the same rule (row_step varies by frame).
+extern "C" __global__ void pc2_group_records_sized(const unsigned char* __restrict__ raw,
+                                                   const unsigned long long* __restrict__ keys,
+                                                   const int* __restrict__ starts,
+                                                   const long long* __restrict__ dims,
+                                                   int point_step,
+                                                   unsigned char* __restrict__ out) {
+    const long long n = dims[PC2_DIMS_N], row_step = dims[PC2_DIMS_ROW_STEP];
+    const int width = (int)dims[PC2_DIMS_WIDTH];
+    const long long first = starts[0], count = n - first;
+    if (((point_step | row_step) & 3) == 0) {
+        pc2_group_copy((const unsigned*)raw, keys, first, count * (point_step / 4), width,
+                       row_step / 4, point_step / 4, (unsigned*)out);
+    } else {
+        pc2_group_copy(raw, keys, first, count * point_step, width, row_step, point_step, out);
+    }
+}
