@@ -259,6 +259,26 @@ def test_a_frame_the_numbering_block_cannot_rank_runs_staged():
 
 @pytest.mark.gpu
 @requires_cuda
+def test_unranked_components_stay_within_the_graphs_buffers():
+    """131 072 points scattered in a 100 m cube (the warm-up's cloud): most are alone, far more
+    components than the numbering ranks, so the labels in the graph are not valid; the graph's
+    kernels must stay within their buffers (an illegal address would end the process's CUDA
+    context), the frame runs staged, and the next frames still run as graphs."""
+    rng = np.random.default_rng(0)
+    scattered = rng.uniform((-50.0, -50.0, -2.0), (50.0, 50.0, 2.0), (131072, 3))
+    settings = SETTINGS["default"]
+    pipeline = FramePipeline("cuda")
+    for _ in range(3):
+        got, call = whole_run(pipeline, xyzi_cloud(scattered.astype(np.float32)), settings)
+        assert call is None and got.result.num_components > sort_capacity(0)
+    cloud = xyzi_cloud(scattered[:5000].astype(np.float32) / 20.0)
+    got, call = whole_run(pipeline, cloud, settings)
+    assert call is not None
+    assert_same_output(got, run(FramePipeline("cpu"), cloud, settings))
+
+
+@pytest.mark.gpu
+@requires_cuda
 def test_a_longer_payload_of_the_same_layout_grows_the_graphs_buffer(base):
     """Rows padded past the captured graph's payload buffer: the graph is captured again with
     room for them, and both frames equal the CPU pipeline's."""

@@ -226,6 +226,35 @@ def cluster_threads(sizes: np.ndarray) -> np.ndarray:
     return -(-np.asarray(sizes, dtype=np.int64) // SUM_LEAF)
 
 
+def decode_settings(
+    layout: Any, coords_f64: bool, window: FrameWindow, write_table: bool
+) -> tuple[Any, ...]:
+    """``pc2_decode``'s (and ``pc2_decode_sized``'s) arguments from ``point_step`` to
+    ``write_table``, for a cloud ``layout`` (an :class:`XyzPlan`, or anything with its
+    ``point_step``, ``offsets``, ``datatypes`` and ``big_endian``)."""
+    min_range_sq, max_range_sq = window.range_bounds_sq()
+    fields = zip(layout.offsets, layout.datatypes, strict=True)
+    return (
+        np.int32(layout.point_step),
+        *(np.int32(value) for field in fields for value in field),
+        np.int32(layout.big_endian),
+        np.int32(coords_f64),
+        np.int32(window.use_height),
+        *(np.float64(v) for v in (min_range_sq, max_range_sq, window.min_z, window.max_z)),
+        *(np.float64(v) for v in (window.min_y, window.max_y, window.max_coordinate)),
+        np.int32(write_table),
+    )
+
+
+def compact_spans(offsets: tuple[int, ...], datatypes: tuple[int, ...]) -> tuple[np.int32, ...]:
+    """``pc2_encode_compact``'s x, y, z spans: each coordinate's offset and byte size."""
+    spans = (
+        (offset, DATATYPES.get(datatype, DATATYPES[UINT8]).itemsize)
+        for offset, datatype in zip(offsets, datatypes, strict=True)
+    )
+    return tuple(np.int32(value) for span in spans for value in span)
+
+
 def _packed_float32_offset(cloud: RawCloud) -> int | None:
     """Offset of x when ``read_xyz`` takes its packed float32 path, else None."""
     fields = [cloud.field(name) for name in XYZ]
@@ -364,7 +393,6 @@ class CudaFrameCodec:
             f64 = coord_dtype == np.float64
             table32 = self._dummy(np.float32) if f64 else coords
             table64 = coords if f64 else self._dummy(np.float64)
-            min_range_sq, max_range_sq = window.range_bounds_sq()
             self._kernels["pc2_decode"](
                 _blocks(n),
                 (THREADS,),
@@ -373,24 +401,7 @@ class CudaFrameCodec:
                     np.int32(n),
                     np.int32(plan.width),
                     np.int64(plan.row_step),
-                    np.int32(plan.point_step),
-                    np.int32(plan.offsets[0]),
-                    np.int32(plan.datatypes[0]),
-                    np.int32(plan.offsets[1]),
-                    np.int32(plan.datatypes[1]),
-                    np.int32(plan.offsets[2]),
-                    np.int32(plan.datatypes[2]),
-                    np.int32(plan.big_endian),
-                    np.int32(f64),
-                    np.int32(window.use_height),
-                    np.float64(min_range_sq),
-                    np.float64(max_range_sq),
-                    np.float64(window.min_z),
-                    np.float64(window.max_z),
-                    np.float64(window.min_y),
-                    np.float64(window.max_y),
-                    np.float64(window.max_coordinate),
-                    np.int32(write_table),
+                    *decode_settings(plan, f64, window, write_table),
                     points,
                     mask,
                     table32,
@@ -537,11 +548,7 @@ class CudaFrameCodec:
             middle: tuple[Any, ...] = (np.int32(layout.rgb_offset // 4), np.int32(plan.big_endian))
         else:
             name = "pc2_encode_compact"
-            spans = (
-                (offset, DATATYPES.get(datatype, DATATYPES[UINT8]).itemsize)
-                for offset, datatype in zip(plan.offsets, plan.datatypes, strict=True)
-            )
-            middle = (np.int32(plan.big_endian), *(np.int32(v) for span in spans for v in span))
+            middle = (np.int32(plan.big_endian), *compact_spans(plan.offsets, plan.datatypes))
         self._kernels[name](
             _blocks(plan.num_points * (layout.point_step // 4)),
             (THREADS,),

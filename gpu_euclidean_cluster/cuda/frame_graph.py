@@ -52,7 +52,7 @@ from ..core.frame import (
     LabeledLayout,
 )
 from ..core.result import ClusterResult
-from ..pointcloud_io.pointcloud2 import DATATYPES, UINT8, RawCloud
+from ..pointcloud_io.pointcloud2 import RawCloud
 from .buffers import grown
 from .frame import (
     PARTIAL_BYTES,
@@ -63,6 +63,8 @@ from .frame import (
     OutputLayout,
     XyzPlan,
     compact_layout,
+    compact_spans,
+    decode_settings,
 )
 from .graphs import (
     PINNED_LABELS_MAX_POINTS,
@@ -79,7 +81,9 @@ from .launches import (
     KernelLaunch,
     Memset,
     Step,
+    capture,
     kernel_launches,
+    stage_split,
 )
 from .module import KernelSource, blocks
 from .numbering import read_sizes, sorted_in_one_block
@@ -354,31 +358,16 @@ class FrameGraphs:
             return None
         ckey, _, _ = graph_key(shape[0], False, True, config)
         stream = cupy.cuda.get_current_stream()
-        samples: dict[str, list[float]] = {stage: [] for stage in STAGES}
-        inside = STAGES[1:-1]
         with self.cluster_graphs.lock:
             entry = self._graphs[(ckey, layout, window)]
-            for _ in range(repeats):
-                stream.synchronize()
-                start = time.perf_counter()
-                _copy_in(entry, cloud, shape, stream)
-                stream.synchronize()
-                samples["payload_in"].append((time.perf_counter() - start) * 1e3)
-                events = {stage: (cupy.cuda.Event(), cupy.cuda.Event()) for stage in inside}
-                for stage in inside:
-                    events[stage][0].record(stream)
-                    for name, step in entry.steps:
-                        if name == stage:
-                            step.issue(self.device_id)
-                    events[stage][1].record(stream)
-                stream.synchronize()
-                for stage in inside:
-                    samples[stage].append(cupy.cuda.get_elapsed_time(*events[stage]))
-                start = time.perf_counter()
-                _copy_out(entry, shape[0], layout, stream)
-                stream.synchronize()
-                samples["payload_out"].append((time.perf_counter() - start) * 1e3)
-        return {stage: float(np.median(values)) for stage, values in samples.items()}
+            return stage_split(
+                entry.steps,
+                STAGES,
+                lambda: _copy_in(entry, cloud, shape, stream),
+                lambda: _copy_out(entry, shape[0], layout, stream),
+                repeats,
+                self.device_id,
+            )
 
     def _capture(
         self,
@@ -402,15 +391,8 @@ class FrameGraphs:
         steps = self._steps(bucket, buffers, layout, window, [s for _, s in cluster_steps])
         if self._capture_stream is None:
             self._capture_stream = cupy.cuda.Stream(non_blocking=True)
-        stream = self._capture_stream
         try:
-            with stream:
-                stream.begin_capture()
-                try:
-                    for _, step in steps:
-                        step.issue(self.device_id)
-                finally:
-                    graph = stream.end_capture()
+            graph = capture([step for _, step in steps], self._capture_stream, self.device_id)
         except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as error:
             self.disabled = f"{type(error).__name__}: {error}"
             log.warning(
@@ -438,7 +420,6 @@ class FrameGraphs:
         size, b = bucket.size, buffers
         words = b.words
         src = self.source
-        min_range_sq, max_range_sq = window.range_bounds_sq()
         write_table = layout.coords_f64 or not window.use_height
         coords = b.coords if write_table else bucket.points
         table32 = coords if not layout.coords_f64 else b.coords[:1].view(cupy.uint32)
@@ -446,23 +427,7 @@ class FrameGraphs:
         decode_args = (
             b.raw,
             b.dims,
-            np.int32(layout.point_step),
-            *(
-                np.int32(v)
-                for pair in zip(layout.offsets, layout.datatypes, strict=True)
-                for v in pair
-            ),
-            np.int32(layout.big_endian),
-            np.int32(layout.coords_f64),
-            np.int32(window.use_height),
-            np.float64(min_range_sq),
-            np.float64(max_range_sq),
-            np.float64(window.min_z),
-            np.float64(window.max_z),
-            np.float64(window.min_y),
-            np.float64(window.max_y),
-            np.float64(window.max_coordinate),
-            np.int32(write_table),
+            *decode_settings(layout, layout.coords_f64, window, write_table),
             bucket.points,
             bucket.mask,
             table32,
@@ -476,11 +441,7 @@ class FrameGraphs:
             middle: tuple[Any, ...] = (np.int32(layout.rgb_word), np.int32(layout.big_endian))
         else:
             encode = "pc2_encode_compact_sized"
-            spans = (
-                (offset, DATATYPES.get(datatype, DATATYPES[UINT8]).itemsize)
-                for offset, datatype in zip(layout.offsets, layout.datatypes, strict=True)
-            )
-            middle = (np.int32(layout.big_endian), *(np.int32(v) for s in spans for v in s))
+            middle = (np.int32(layout.big_endian), *compact_spans(layout.offsets, layout.datatypes))
         encode_args = (
             b.raw,
             b.dims,
@@ -511,7 +472,7 @@ class FrameGraphs:
                 "pc2_table_bounds",
                 blocks(size),
                 256,
-                (sorted_keys, b.dims, b.starts, clusters),
+                (sorted_keys, b.dims, b.starts, clusters, np.int32(len(b.starts) - 1)),
             ),
             KernelLaunch(src, "pc2_table_offsets", (1,), 1024, (b.starts, clusters, b.offsets)),
             Memset(b.flags.data.ptr, 0, b.flags.nbytes),

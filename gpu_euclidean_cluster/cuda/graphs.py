@@ -63,9 +63,11 @@ from .launches import (
     Copy,
     KernelLaunch,
     Step,
+    capture,
     kernel_launches,
+    stage_split,
 )
-from .module import CLUSTERING, THREADS, blocks, compile_source
+from .module import THREADS, blocks
 from .numbering import (
     NumberingBuffers,
     numbering_steps,
@@ -376,31 +378,16 @@ class ClusterGraphs:
             return None
         key, _, _ = graph_key(n, to_host, False, config)
         stream = cupy.cuda.get_current_stream()
-        samples: dict[str, list[float]] = {stage: [] for stage in SPLIT_STAGES}
-        inside = SPLIT_STAGES[1:-1]
         with self.lock:
             bucket, graph = self._buckets[key[0]], self._graphs[key]
-            for _ in range(repeats):
-                stream.synchronize()
-                start = time.perf_counter()
-                self._copy_input(bucket, points, None, n, stream)
-                stream.synchronize()
-                samples["copy_points"].append((time.perf_counter() - start) * 1e3)
-                events = {stage: (cupy.cuda.Event(), cupy.cuda.Event()) for stage in inside}
-                for stage in inside:
-                    events[stage][0].record(stream)
-                    for name, step in graph.steps:
-                        if name == stage:
-                            step.issue(self.device_id)
-                    events[stage][1].record(stream)
-                stream.synchronize()
-                for stage in inside:
-                    samples[stage].append(cupy.cuda.get_elapsed_time(*events[stage]))
-                start = time.perf_counter()
-                self._fetch_labels(bucket, to_host, n, stream)
-                stream.synchronize()
-                samples["labels_out"].append((time.perf_counter() - start) * 1e3)
-        return {stage: float(np.median(values)) for stage, values in samples.items()}
+            return stage_split(
+                graph.steps,
+                SPLIT_STAGES,
+                lambda: self._copy_input(bucket, points, None, n, stream),
+                lambda: self._fetch_labels(bucket, to_host, n, stream),
+                repeats,
+                self.device_id,
+            )
 
     def bucket(self, size: int) -> Bucket:
         """The buffers of the bucket of ``size`` points (made, dropping the least recently used
@@ -468,20 +455,11 @@ class ClusterGraphs:
     ) -> _Graph | None:
         """Capture the steps of ``key`` on the private stream; None, with graphs off for good on
         this device, where the capture fails."""
-        for source in (UNION_FIND, CLUSTERING):
-            compile_source(source, self.device_id)
         steps, components = self.cluster_steps(key, bucket, thr, side)
         if self._capture_stream is None:
             self._capture_stream = cupy.cuda.Stream(non_blocking=True)
-        stream = self._capture_stream
         try:
-            with stream:
-                stream.begin_capture()
-                try:
-                    for _, step in steps:
-                        step.issue(self.device_id)
-                finally:
-                    graph = stream.end_capture()
+            graph = capture([step for _, step in steps], self._capture_stream, self.device_id)
         except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as error:
             self.disabled = f"{type(error).__name__}: {error}"
             log.warning(

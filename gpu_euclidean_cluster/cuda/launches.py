@@ -11,12 +11,15 @@ memset holds raw addresses, whose buffers the caller keeps.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import cupy
+import numpy as np
 
-from .module import KernelSource, get_kernel
+from .module import KernelSource, compile_source, get_kernel
 
 #: ``cudaMemcpyKind`` values of :class:`Copy`.
 HOST_TO_DEVICE = 1
@@ -92,3 +95,59 @@ def issue(steps: list[Step], device_id: int) -> None:
 def kernel_launches(steps: list[Step]) -> int:
     """How many of ``steps`` are kernel launches."""
     return sum(isinstance(step, KernelLaunch) for step in steps)
+
+
+def capture(steps: list[Step], stream: cupy.cuda.Stream, device_id: int) -> Any:
+    """``steps`` captured on ``stream`` as one CUDA graph, returned; their kernels' sources are
+    compiled and loaded first, so that nothing is loaded while the stream captures.
+
+    Raises:
+        CUDARuntimeError, CUDADriverError: the capture failed (CuPy's).
+    """
+    for source in {step.source for step in steps if isinstance(step, KernelLaunch)}:
+        compile_source(source, device_id)
+    with stream:
+        stream.begin_capture()
+        try:
+            issue(steps, device_id)
+        finally:
+            graph = stream.end_capture()
+    return graph
+
+
+def stage_split(
+    steps: list[tuple[str, Step]],
+    stages: tuple[str, ...],
+    copy_in: Callable[[], object],
+    copy_out: Callable[[], object],
+    repeats: int,
+    device_id: int,
+) -> dict[str, float]:
+    """Median milliseconds of each of ``stages``: the first is ``copy_in`` and the last
+    ``copy_out``, each timed on the host clock up to a synchronisation; between them, the
+    ``steps`` tagged with each stage, issued one stage at a time on the current stream between
+    events (a stage of several launches includes the host's gaps between them)."""
+    stream = cupy.cuda.get_current_stream()
+    samples: dict[str, list[float]] = {stage: [] for stage in stages}
+    inside = stages[1:-1]
+    for _ in range(repeats):
+        samples[stages[0]].append(_host_ms(copy_in, stream))
+        events = {stage: (cupy.cuda.Event(), cupy.cuda.Event()) for stage in inside}
+        for stage in inside:
+            events[stage][0].record(stream)
+            issue([step for tag, step in steps if tag == stage], device_id)
+            events[stage][1].record(stream)
+        stream.synchronize()
+        for stage in inside:
+            samples[stage].append(cupy.cuda.get_elapsed_time(*events[stage]))
+        samples[stages[-1]].append(_host_ms(copy_out, stream))
+    return {stage: float(np.median(values)) for stage, values in samples.items()}
+
+
+def _host_ms(call: Callable[[], object], stream: cupy.cuda.Stream) -> float:
+    """Milliseconds of ``call`` on the host clock, from an idle stream to its synchronisation."""
+    stream.synchronize()
+    start = time.perf_counter()
+    call()
+    stream.synchronize()
+    return (time.perf_counter() - start) * 1e3

@@ -14,8 +14,10 @@
 //     of CuPy's sort of the full 64-bit keys: by label, then index.
 //   * pc2_table_bounds reads the table's starts (K + 1: cluster c at sorted positions
 //     starts[c] .. starts[c + 1] - 1) and K off the sorted keys: labels are dense (0 .. K - 1,
-//     each non-empty), so K is the last key's label + 1. pc2_table_offsets gives each cluster
-//     one thread per PC2_SUM_LEAF points (pc2_table_impl's offsets).
+//     each non-empty), so K is the last key's label + 1 (clamped to the buffers' most).
+//     pc2_table_offsets gives each cluster one thread per PC2_SUM_LEAF points
+//     (pc2_table_impl's offsets). Every write stays within the buffers whatever the labels, so
+//     a frame whose numbering could not rank its components is safe to run and discard.
 
 #ifndef PC2_SUM_LEAF
 #error "PC2_SUM_LEAF must be defined by cuda/frame.py (core.cluster_stats.SUM_LEAF)"
@@ -125,16 +127,22 @@ extern "C" __global__ void pc2_radix_scatter(const unsigned long long* __restric
     }
 }
 
-// starts[c] for c = 0 .. K (starts[K] = n) and *num_clusters = K, from the sorted keys.
+// starts[c] for c = 0 .. K (starts[K] = n) and *num_clusters = K, from the sorted keys. Labels
+// are clamped to max_clusters, the buffers' size: a frame whose numbering could not rank its
+// components has no valid labels (the host runs it staged), and must not write past them.
+__device__ __forceinline__ int pc2_key_label(unsigned long long key, int max_clusters) {
+    return (int)min(key >> 32, (unsigned long long)max_clusters);  // cluster + 1
+}
+
 extern "C" __global__ void pc2_table_bounds(const unsigned long long* __restrict__ keys,
                                             const long long* __restrict__ dims,
                                             int* __restrict__ starts,
-                                            int* __restrict__ num_clusters) {
+                                            int* __restrict__ num_clusters, int max_clusters) {
     const long long n = dims[PC2_DIMS_N];
     const long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
-    const int label = (int)(keys[p] >> 32);  // cluster + 1
-    const int previous = p > 0 ? (int)(keys[p - 1] >> 32) : 0;
+    const int label = pc2_key_label(keys[p], max_clusters);
+    const int previous = p > 0 ? pc2_key_label(keys[p - 1], max_clusters) : 0;
     for (int c = previous; c < label; ++c) starts[c] = (int)p;  // clusters previous .. label - 1
     if (p == n - 1) {
         starts[label] = (int)n;
