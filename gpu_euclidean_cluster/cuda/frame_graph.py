@@ -156,12 +156,10 @@ class FrameCall:
 class _Buffers:
     """A frame graph's own buffers (the clustering bucket holds the points, mask and labels)."""
 
-    def __init__(
-        self, size: int, raw_bytes: int, layout: FrameLayout, max_clusters: int, rows: int
-    ) -> None:
-        """Buffers of a bucket of ``size`` points, ``raw_bytes`` of payload, at most
-        ``max_clusters`` clusters, of which ``rows`` come back inside the graph (the most the
-        numbering ranks: a frame with more components runs staged)."""
+    def __init__(self, size: int, raw_bytes: int, layout: FrameLayout, max_clusters: int) -> None:
+        """Buffers of a bucket of ``size`` points, ``raw_bytes`` of payload and at most
+        ``max_clusters`` clusters: the most a frame whose components the numbering ranks can
+        have (a frame with more runs staged; ``pc2_table_bounds`` clamps its labels to this)."""
         tiles = -(-size // SORT_TILE)
         coord = np.float64 if layout.coords_f64 else np.float32
         self.raw_capacity = raw_bytes
@@ -181,14 +179,15 @@ class _Buffers:
         self.dims = cupy.empty(3, dtype=cupy.int64)
         grouped_bytes = size * layout.point_step if layout.group else 0
         self.grouped = cupy.empty(grouped_bytes, dtype=cupy.uint8)
-        total = 8 * 3 + 16 + 44 * rows + size * layout.out_step + grouped_bytes
+        total = 8 * 3 + 16 + 44 * max_clusters + size * layout.out_step + grouped_bytes
         self._pinned = cupy.cuda.alloc_pinned_memory(total)
         host = np.frombuffer(self._pinned, np.uint8, total)
         self.host_dims = host[:24].view(np.int64)
         self.host_words = host[24:40].view(np.int32)
-        self.host_table = host[40 : 40 + 44 * rows].view(np.uint32)
-        payload_end = 40 + 44 * rows + size * layout.out_step
-        self.host_payload = host[40 + 44 * rows : payload_end]
+        table_end = 40 + 44 * max_clusters
+        self.host_table = host[40:table_end].view(np.uint32)
+        payload_end = table_end + size * layout.out_step
+        self.host_payload = host[table_end:payload_end]
         self.host_grouped = host[payload_end:]
 
     @property
@@ -384,9 +383,8 @@ class FrameGraphs:
         size = bucket.size
         low = int(key[0][6])
         raw_bytes = grown(max(nbytes, size * layout.point_step))
-        max_clusters = size // max(low, 1)
-        rows = min(max_clusters, bucket.numbering.capacity)
-        buffers = _Buffers(size, raw_bytes, layout, max_clusters, rows)
+        max_clusters = min(size // max(low, 1), bucket.numbering.capacity)
+        buffers = _Buffers(size, raw_bytes, layout, max_clusters)
         cluster_steps, _ = self.cluster_graphs.cluster_steps(key[0], bucket, thr, side)
         steps = self._steps(bucket, buffers, layout, window, [s for _, s in cluster_steps])
         if self._capture_stream is None:
