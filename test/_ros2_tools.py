@@ -17,7 +17,8 @@ venv by ``pip install -e '.[ros,test]'``.
   user's default environment, whose Fast DDS transport choice is what its tests check (the node
   leaves Fast DDS to rmw under LOCALHOST); its processes still get the test process's domain.
 - :func:`run` / :func:`retry` / :class:`Background`: bounded subprocesses, each in its own process
-  group, which is always killed.
+  group, which is always killed, with SIGINT and SIGQUIT as a terminal's foreground job has them
+  (:func:`_terminal_signals`).
 
 Imports nothing of ROS: the fixtures in ``conftest.py`` use it before anything is installed.
 """
@@ -261,6 +262,15 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+def _terminal_signals() -> None:
+    """In a child before it runs: SIGINT and SIGQUIT back to their default actions, as a
+    terminal's foreground job has them. A test run started as a background job of a script
+    (``.ci/run &``) inherits both ignored, and passes them down: ``ros2 launch`` then never sees
+    the Ctrl-C its tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def run(
     command: Sequence[str],
     env: dict[str, str],
@@ -278,6 +288,7 @@ def run(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_terminal_signals,
     )
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
@@ -347,6 +358,7 @@ class Background:
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_terminal_signals,
             )
         self.pgid = self.process.pid
 
