@@ -14,18 +14,16 @@ from pathlib import Path
 import pytest
 
 from gpu_euclidean_cluster.core.config import DEFAULT_CONFIG, ConfigError
-from gpu_euclidean_cluster.ros.parameters import (
+from gpu_euclidean_cluster.ros.autoware_names import (
     ALIAS_OF,
     ALIASES,
     AUTOWARE_NOT_APPLIED,
     AUTOWARE_SAME_NAMES,
-    PARAMETERS,
-    SPECS,
     autoware_parameters_markdown,
     names_of,
     resolve_aliases,
-    unknown_parameter_warnings,
 )
+from gpu_euclidean_cluster.ros.parameters import PARAMETERS, SPECS, unknown_parameter_warnings
 from gpu_euclidean_cluster.ros.settings import settings_from_values
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a dependency of rclpy) is not installed")
@@ -122,11 +120,11 @@ def test_every_autoware_name_is_accepted_or_named_with_its_reason():
     ]
 
 
-def test_readme_maps_every_autoware_name():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def test_docs_map_every_autoware_name():
+    text = (REPO / "docs" / "autoware.md").read_text(encoding="utf-8")
     assert autoware_parameters_markdown() in text, (
-        "README's Autoware table is stale: paste "
-        "gpu_euclidean_cluster.ros.parameters.autoware_parameters_markdown() into it"
+        "docs/autoware.md's Autoware table is stale: paste "
+        "gpu_euclidean_cluster.ros.autoware_names.autoware_parameters_markdown() into it"
     )
 
 
@@ -253,14 +251,14 @@ def test_autoware_names_set_live_and_stay_one_value(launched_autoware):
 
 
 def test_autoware_ai_parameters_map_to_ours_and_its_params_file_is_valid():
-    from gpu_euclidean_cluster.ros.parameters import (
+    from gpu_euclidean_cluster.ros.autoware_names import (
         AUTOWARE_AI_PARAMETERS,
         autoware_ai_parameters_markdown,
     )
 
     assert {ours for _, ours, _ in AUTOWARE_AI_PARAMETERS if ours} <= set(SPECS)
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    assert autoware_ai_parameters_markdown() in text, "README's Autoware.ai table is stale"
+    text = (REPO / "docs" / "autoware.md").read_text(encoding="utf-8")
+    assert autoware_ai_parameters_markdown() in text, "docs/autoware.md's Autoware.ai table: stale"
     path = REPO / "config" / "autoware_ai.param.yaml"
     values = yaml.safe_load(path.read_text(encoding="utf-8"))["/**"]["ros__parameters"]
     assert set(values) <= set(SPECS)

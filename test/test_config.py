@@ -174,3 +174,63 @@ def test_one_shot_function_validates_its_arguments():
         euclidean_cluster(points, -1.0, backend="cpu")
     with pytest.raises(ConfigError, match="min_cluster_size"):
         euclidean_cluster(points, 0.5, backend="cpu", min_cluster_size=5, max_cluster_size=2)
+
+
+def test_every_node_parameter_sets_a_field_it_names_and_every_field_has_one():
+    """The settings loop (``ros/settings.py``) only follows the specs: a spec naming a missing
+    field, or a settings field no spec sets, would be dropped without a word."""
+    from dataclasses import fields
+
+    from gpu_euclidean_cluster.core.diffnormals import DiffNormalsSettings
+    from gpu_euclidean_cluster.core.ground import GroundSettings
+    from gpu_euclidean_cluster.ros.parameters import PARAMETERS, SWITCHED_SECTIONS
+    from gpu_euclidean_cluster.ros.settings import NodeSettings
+
+    types = {
+        "cluster": ClusterConfig,
+        "ground": GroundSettings,
+        "diffnormals": DiffNormalsSettings,
+        "node": NodeSettings,
+    }
+    set_by: dict[tuple[str, str], str] = {}
+    for spec in PARAMETERS:
+        if spec.sets is not None:
+            key = (spec.sets.section, spec.sets.name)
+            assert key not in set_by, f"{spec.name} and {set_by.get(key)} set one field"
+            set_by[key] = spec.name
+    for section, settings_type in types.items():
+        names = {f.name for f in fields(settings_type)}
+        named = {name for owner, name in set_by if owner == section}
+        assert named <= names, f"{section}: no such fields {named - names}"
+        # every field is a parameter's but the library-only matrix_block and NodeSettings.cluster
+        assert names - named == {"cluster": {"matrix_block"}, "node": {"cluster"}}.get(
+            section, set()
+        )
+    assert {("node", s) for s in SWITCHED_SECTIONS} <= set(set_by)
+    start_up = {spec.name for spec in PARAMETERS if spec.sets is None}
+    assert start_up == {
+        "backend", "device_id", "qos_depth", "qos_reliability", "sensor_model",
+        "calibration_file", "return_mode", "scan_phase", "cloud_min_angle", "cloud_max_angle",
+        "sensor_min_range", "sensor_max_range",
+    }  # fmt: skip
+
+
+def test_the_cli_and_the_node_build_one_config_from_the_specs():
+    """``gpu-euclidean-cluster cluster``'s options set ClusterConfig as the node's parameters."""
+    import argparse
+
+    from gpu_euclidean_cluster.commands.cluster import add_parser, config_from_args
+    from gpu_euclidean_cluster.ros.parameters import PARAMETERS
+    from gpu_euclidean_cluster.ros.settings import settings_from_values
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    argv = ["cluster", "f.pcd", "--d-th", "0.7", "--method", "edge", "--no-pointer-jumping"]
+    argv += ["--min-cluster-size", "3", "--max-cluster-size", "90", "--max-work-s", "0"]
+    values = {spec.name: spec.default for spec in PARAMETERS}
+    values.update(d_th=0.7, method="edge", pointer_jumping=False, min_cluster_size=3)
+    values.update(max_cluster_size=90, max_work_s=0.0)
+    node = settings_from_values(values).cluster
+    assert config_from_args(parser.parse_args(argv)) == node
+    assert node.max_work_s is None  # 0 = no limit, for both
+    assert config_from_args(parser.parse_args(["cluster", "f.pcd"])) == ClusterConfig()

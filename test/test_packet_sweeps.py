@@ -91,8 +91,10 @@ def test_node_packet_settings_are_checked(lidar_data_dir):
     assert packet_sweeps(_values()) is None  # no sensor_model: no packet input
     shipped = packet_sweeps(_values(sensor_model="VLS128"))  # nebula's calibration, shipped
     assert shipped is not None and shipped.settings.model == "VLS128"
+    lower = packet_sweeps(_values(sensor_model="vls128"))  # the sensor table's rule: any case
+    assert lower is not None and lower.settings.model == "VLS128"
     cases = [
-        (_values(sensor_model="VLP99"), "unknown sensor_model 'VLP99'"),
+        (_values(sensor_model="VLP99"), r"unknown Velodyne sensor model 'VLP99' \(sensor_model\)"),
         (_values(sensor_model="HDL64"), "needs calibration_file"),
         (_values(sensor_model="VLP16", calibration_file="/no/such.yaml"), "packet input:"),
         (

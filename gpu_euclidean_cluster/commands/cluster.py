@@ -27,6 +27,7 @@ from ..core.config import (
     ClusterConfig,
 )
 from ..pointcloud_io import FORMATS
+from ..ros.parameters import SPECS, section_fields
 from .errors import CommandError
 
 if TYPE_CHECKING:
@@ -162,37 +163,44 @@ def file_rings(cloud: Cloud, path: str) -> np.ndarray | None:
         raise CommandError(f"{path}: field {name}: {error}") from None
 
 
+#: The node's parameters this command takes as ``--name-with-dashes`` options, in the order their
+#: text is checked; each sets its ClusterConfig field as the node's does
+#: (:attr:`~gpu_euclidean_cluster.ros.parameters.ParameterSpec.sets`).
+OPTION_PARAMETERS = (
+    "d_th",
+    "max_work_s",
+    "min_cluster_size",
+    "max_cluster_size",
+    "method",
+    "search",
+    "pointer_jumping",
+)
+#: The unit a number option's error names.
+_UNITS = {"d_th": "metres", "max_work_s": "seconds"}
+
+
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
-    """The validated ClusterConfig the options describe (ConfigError names a bad value)."""
-    try:
-        d_th = float(args.d_th)
-    except ValueError:
-        raise CommandError(f"--d-th must be a number of metres, got {args.d_th!r}") from None
-    max_size = args.max_cluster_size
-    try:
-        max_work_s = float(args.max_work_s)
-    except ValueError:
-        raise CommandError(
-            f"--max-work-s must be a number of seconds, got {args.max_work_s!r}"
-        ) from None
-    return ClusterConfig(
-        d_th=d_th,
-        method=args.method,
-        search=args.search,
-        pointer_jumping=args.pointer_jumping,
-        min_cluster_size=_integer(args.min_cluster_size, "--min-cluster-size"),
-        max_cluster_size=(
-            UNLIMITED_CLUSTER_SIZE if max_size is None else _integer(max_size, "--max-cluster-size")
-        ),
-        max_work_s=None if max_work_s == 0 else max_work_s,
-    )
+    """The validated ClusterConfig the options describe (ConfigError names a bad value); an
+    option left out (``--max-cluster-size``) keeps the library's default."""
+    values = {
+        name: _parameter_value(name, getattr(args, name))
+        for name in OPTION_PARAMETERS
+        if getattr(args, name) is not None
+    }
+    return ClusterConfig(**section_fields("cluster", values))
 
 
-def _integer(text: str, option: str) -> int:
+def _parameter_value(name: str, given: object) -> object:
+    """An option's text as the value of the node's parameter ``name`` (its spec's type)."""
+    parse = {"double": float, "int": int}.get(SPECS[name].type_name)
+    if parse is None:
+        return given
     try:
-        return int(text)
+        return parse(str(given))
     except ValueError:
-        raise CommandError(f"{option} must be an integer, got {text!r}") from None
+        what = f"a number of {_UNITS[name]}" if parse is float else "an integer"
+        option = "--" + name.replace("_", "-")
+        raise CommandError(f"{option} must be {what}, got {given!r}") from None
 
 
 def check_writable(path: str) -> None:

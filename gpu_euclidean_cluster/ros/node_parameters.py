@@ -1,7 +1,7 @@
 """The node's parameters on a ROS node: declared under our names and Autoware's, kept equal.
 
 Every parameter of :data:`.parameters.PARAMETERS` is declared with its descriptor, and every
-alias of :data:`.parameters.ALIASES` (Autoware's names, old and new, and PCL's) is declared as a
+alias of :data:`.autoware_names.ALIASES` (Autoware's names, old and new, and PCL's) is declared as a
 parameter of the same type and range. A value given at start-up under any name of a parameter
 (``--ros-args -p``, a params file) sets all its names; two names given different values are an
 error. A live set of any name (``ros2 param set``) sets all its names in the same atomic change
@@ -17,26 +17,9 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from ..core.config import ConfigError
+from .autoware_names import ALIAS_OF, ALIASES, autoware_warnings, names_of, resolve_aliases
 from .descriptors import descriptor
-from .parameters import (
-    ALIAS_OF,
-    ALIASES,
-    AUTOWARE_BEFORE_RENAME,
-    PARAMETERS,
-    SPECS,
-    VOXEL_GRID_PARAMETERS,
-    names_of,
-    resolve_aliases,
-    unknown_parameter_warnings,
-)
-
-#: Autoware's names of its voxel node's parameters before the rename: a params file that uses
-#: them means ``max_cluster_size`` in voxels.
-_OLD_VOXEL_NAMES = frozenset(
-    alias.name
-    for alias in ALIASES
-    if alias.origin == AUTOWARE_BEFORE_RENAME and alias.target in VOXEL_GRID_PARAMETERS
-)
+from .parameters import PARAMETERS, SPECS, unknown_parameter_warnings
 
 
 def declare_node_parameters(node: Node) -> dict[str, object]:
@@ -48,8 +31,8 @@ def declare_node_parameters(node: Node) -> dict[str, object]:
         ConfigError: two names of one parameter were given different values at start-up.
         ParameterException: a value given has the wrong type or is out of range.
     """
-    overrides = node._parameter_overrides  # rclpy's start-up values, by name
-    given = {name: p.value for name, p in overrides.items() if name in SPECS or name in ALIAS_OF}
+    overrides = start_up_values(node)
+    given = {name: v for name, v in overrides.items() if name in SPECS or name in ALIAS_OF}
     resolved = resolve_aliases(given)
     for spec in PARAMETERS:
         value = resolved.get(spec.name, spec.default)
@@ -80,6 +63,18 @@ def declare_node_parameters(node: Node) -> dict[str, object]:
     return values
 
 
+def start_up_values(node: Node) -> dict[str, object]:
+    """The values ``node`` was given at start-up, by name: its ``--ros-args`` (``-p``, params
+    files) and its constructor's ``parameter_overrides``, declared or not.
+
+    rclpy keeps them only in ``Node._parameter_overrides``, the one private attribute read here:
+    it has no public accessor (rclcpp's is ``NodeOptions::parameter_overrides``), and declaring a
+    name and reading it back cannot reveal the names never declared, which the unknown-name
+    warnings are about.
+    """
+    return {name: parameter.value for name, parameter in node._parameter_overrides.items()}
+
+
 def with_every_name(parameters: list[Parameter]) -> list[Parameter]:
     """``parameters`` plus, for each one, its other names with the same value (rclpy's pre-set
     callback: the change stays atomic)."""
@@ -101,15 +96,3 @@ def alias_conflict(parameters: list[Parameter]) -> str | None:
     except ConfigError as error:
         return str(error)
     return None
-
-
-def autoware_warnings(given: dict[str, object], algorithm: str) -> list[str]:
-    """Warnings about Autoware settings whose meaning differs here, for the start-up log."""
-    if algorithm == "voxel_grid" and "max_cluster_size" in given and _OLD_VOXEL_NAMES & set(given):
-        return [
-            f"max_cluster_size {given['max_cluster_size']!r} counts points here (after "
-            "thinning); the Autoware voxel node whose names this params file uses (before the "
-            "rename) counted voxels and dropped larger clusters, and Autoware 0.52+ ignores it: "
-            "remove it to keep every cluster"
-        ]
-    return []

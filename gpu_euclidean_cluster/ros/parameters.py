@@ -1,9 +1,12 @@
-"""The node's parameters: names, defaults, types, ranges and descriptions, free of ROS.
+"""The node's parameters as data: names, defaults, types, ranges, descriptions and the settings
+field each sets, free of ROS.
 
 :data:`PARAMETERS` is the single source of truth: the node declares its ROS parameter descriptors
-from it (:mod:`.descriptors`), and the tests check the README table and the YAML files against it.
-Defaults and choice lists come from :class:`~gpu_euclidean_cluster.core.config.ClusterConfig` and
-:mod:`.qos`; values are validated by :func:`.settings.settings_from_values`.
+from it (:mod:`.descriptors`), :func:`.settings.settings_from_values` builds the settings from it
+(each spec's :class:`ConfigField`), and the tests check the table of docs/parameters.md and the
+YAML files against it. Defaults and choice lists come from
+:class:`~gpu_euclidean_cluster.core.config.ClusterConfig` and :mod:`.qos`; other nodes' names for
+these parameters are in :mod:`.autoware_names`.
 """
 
 from __future__ import annotations
@@ -11,24 +14,80 @@ from __future__ import annotations
 import difflib
 import math
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from ..core import config
-from ..core.config import ConfigError
 from ..core.diffnormals import MAX_RADIUS as DIFFNORMALS_MAX_RADIUS
 from ..core.diffnormals import DiffNormalsSettings
-from ..core.frame import DEFAULT_LABELED_LAYOUT, LABELED_LAYOUTS
+from ..core.frame import DEFAULT_LABELED_LAYOUT, LABELED_LAYOUTS, MAX_COORDINATE
 from ..core.ground import MAX_ITERATIONS, GroundSettings
+from ..pointcloud_io.pointcloud2 import MAX_FIELDS
+from .autoware_names import ALIAS_OF, AUTOWARE_NOT_APPLIED
 from .qos import DEFAULT_RELIABILITY, RELIABILITIES
-from .settings import (
-    DEFAULT_LANE_DISTANCE,
-    DIAGNOSTICS_WARN_SHARE,
-    MAX_COORDINATE,
-    MAX_FIELDS,
-    MIN_POINT_FIELDS,
-    NODE_MAX_WORK_S,
-)
+
+#: Default limit of a frame's estimated neighbour search (s): a frame must not hold the node up
+#: for more than about ten frames of a 10 Hz sensor.
+NODE_MAX_WORK_S = 1.0
+#: Autoware.ai's default keep_lane_left_distance and keep_lane_right_distance (m).
+DEFAULT_LANE_DISTANCE = 5.0
+#: Default share of lost frames in a diagnostics window that turns the status to WARN.
+DIAGNOSTICS_WARN_SHARE = 0.1
+#: Smallest ``max_point_fields``: a cloud needs x, y and z.
+MIN_POINT_FIELDS = 3
+
+#: The settings objects a parameter sets a field of: ``cluster``
+#: (:class:`~gpu_euclidean_cluster.core.config.ClusterConfig`), ``ground``
+#: (:class:`~gpu_euclidean_cluster.core.ground.GroundSettings`), ``diffnormals``
+#: (:class:`~gpu_euclidean_cluster.core.diffnormals.DiffNormalsSettings`) and ``node``
+#: (:class:`.settings.NodeSettings` itself).
+Section = Literal["cluster", "ground", "diffnormals", "node"]
+#: The sections a ``node`` field switches on: the field holds the section's settings while its
+#: parameter is true, else None.
+SWITCHED_SECTIONS: tuple[Section, ...] = ("ground", "diffnormals")
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    """The settings field a parameter sets, and how.
+
+    Attributes:
+        section: the settings object that holds the field (see :data:`Section`).
+        name: the field's name.
+        convert: the parameter's value as the field takes it; None: the value itself. A value
+            the field cannot take is passed on, for the settings' validation to name.
+    """
+
+    section: Section
+    name: str
+    convert: Callable[[Any], object] | None = None
+
+    def value(self, parameter_value: object) -> object:
+        """``parameter_value`` as this field takes it."""
+        return parameter_value if self.convert is None else self.convert(parameter_value)
+
+
+def number_tuple(values: object) -> object:
+    """A list parameter as ClusterConfig's tuple of floats (ROS gives an integer array for
+    ``[15, 30]``)."""
+    if isinstance(values, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    ):
+        return tuple(float(v) for v in values)
+    return values
+
+
+def work_limit(seconds: object) -> object:
+    """``max_work_s`` as ClusterConfig's: 0 means no limit (None)."""
+    return None if seconds == 0 else seconds
+
+
+def budget_bytes(megabytes: object) -> object:
+    """``memory_budget_mb`` as ClusterConfig's ``memory_budget``: 0 means automatic (None)."""
+    if isinstance(megabytes, int) and not isinstance(megabytes, bool) and megabytes >= 0:
+        return None if megabytes == 0 else megabytes << 20
+    return megabytes
 
 
 @dataclass(frozen=True)
@@ -42,6 +101,8 @@ class ParameterSpec:
         read_only: fixed at start-up (set it with ``--ros-args -p`` or a params file).
         choices: allowed string values, if restricted.
         bounds: inclusive ``(low, high)`` numeric range, if restricted.
+        sets: the settings field it sets; None: read by the node at start-up (backend, QoS,
+            packet input).
     """
 
     name: str
@@ -50,6 +111,7 @@ class ParameterSpec:
     read_only: bool = False
     choices: tuple[str, ...] = ()
     bounds: tuple[float, float] | None = None
+    sets: ConfigField | None = None
 
     @property
     def type_name(self) -> str:
@@ -77,6 +139,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "voxel_grid_based_euclidean_cluster (x-y voxel centroids clustered with d_th, large "
         "clusters split and thinned; see the voxel_* parameters).",
         choices=config.ALGORITHMS,
+        sets=ConfigField("cluster", "algorithm"),
     ),
     ParameterSpec(
         "method",
@@ -84,6 +147,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Labelling method: auto (fastest exact: union_find), union_find (fused, O(N) memory) or "
         "the paper's vertex- (4.1), edge- (4.2), matrix-based (4.3). Same labels for all.",
         choices=config.METHODS,
+        sets=ConfigField("cluster", "method"),
     ),
     ParameterSpec(
         "search",
@@ -91,18 +155,21 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Neighbour search: exhaustive (ES), voxel-grid range search (RS), kdtree (GPU kd-tree) "
         "or scan (ring x azimuth bins; rings from the cloud's ring/channel field); all exact.",
         choices=config.SEARCHES,
+        sets=ConfigField("cluster", "search"),
     ),
     ParameterSpec(
         "pointer_jumping",
         config.DEFAULT_CONFIG.pointer_jumping,
         "vertex/edge: hook roots and compress paths after each pass (same labels, fewer "
         "passes); false runs the paper's algorithm as written.",
+        sets=ConfigField("cluster", "pointer_jumping"),
     ),
     ParameterSpec(
         "d_th",
         config.DEFAULT_CONFIG.d_th,
         "Distance threshold in metres (PCL cluster_tolerance); must be > 0 and finite.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("cluster", "d_th"),
     ),
     ParameterSpec(
         "min_cluster_size",
@@ -110,6 +177,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Clusters with fewer points are dropped (cluster_id -1); voxel_grid counts the points "
         "left after thinning.",
         bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("cluster", "min_cluster_size"),
     ),
     ParameterSpec(
         "max_cluster_size",
@@ -117,24 +185,28 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Clusters with more points are dropped (cluster_id -1); "
         f"{config.UNLIMITED_CLUSTER_SIZE} = no limit.",
         bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("cluster", "max_cluster_size"),
     ),
     ParameterSpec(
         "use_height",
         True,
         "Cluster in 3-D; false clusters on x, y only (z ignored, as Autoware offers). "
         "voxel_grid is always 2-D and ignores it.",
+        sets=ConfigField("node", "use_height", bool),
     ),
     ParameterSpec(
         "voxel_leaf_size",
         config.DEFAULT_CONFIG.voxel_leaf_size,
         "voxel_grid: voxel edge in x and y (m); z has two layers, split at z = 0.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("cluster", "voxel_leaf_size"),
     ),
     ParameterSpec(
         "min_points_per_voxel",
         config.DEFAULT_CONFIG.min_points_per_voxel,
         "voxel_grid: voxels with fewer points are dropped (their points get cluster_id -1).",
         bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("cluster", "min_points_per_voxel"),
     ),
     ParameterSpec(
         "max_voxels_per_cluster",
@@ -142,6 +214,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "voxel_grid: clusters of more voxels are split along their principal axis until every "
         "piece has at most this many (nothing is dropped).",
         bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("cluster", "max_voxels_per_cluster"),
     ),
     ParameterSpec(
         "large_cluster_voxel_count_threshold",
@@ -149,54 +222,63 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "voxel_grid: clusters of more voxels than this are thinned to "
         "large_cluster_max_points_per_voxel points per voxel.",
         bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("cluster", "large_cluster_voxel_count_threshold"),
     ),
     ParameterSpec(
         "large_cluster_max_points_per_voxel",
         config.DEFAULT_CONFIG.large_cluster_max_points_per_voxel,
         "voxel_grid: points a voxel of a thinned cluster keeps (the others get cluster_id -1).",
         bounds=(1, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("cluster", "large_cluster_max_points_per_voxel"),
     ),
     ParameterSpec(
         "min_range",
         0.0,
         "Points closer than this horizontal distance (m) from the sensor are not clustered.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("node", "min_range", float),
     ),
     ParameterSpec(
         "max_range",
         math.inf,
         "Points farther than this horizontal distance (m) are not clustered; .inf = no limit.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("node", "max_range", float),
     ),
     ParameterSpec(
         "min_z",
         -math.inf,
         "Points below this height (m, input frame) are not clustered; -.inf = no limit.",
         bounds=(-math.inf, math.inf),
+        sets=ConfigField("node", "min_z", float),
     ),
     ParameterSpec(
         "max_z",
         math.inf,
         "Points above this height (m, input frame) are not clustered; .inf = no limit.",
         bounds=(-math.inf, math.inf),
+        sets=ConfigField("node", "max_z", float),
     ),
     ParameterSpec(
         "keep_lanes",
         False,
         "Autoware.ai's side filter: only points with -keep_lane_right_distance <= y <= "
         "keep_lane_left_distance (m, input frame) are clustered.",
+        sets=ConfigField("node", "keep_lanes", bool),
     ),
     ParameterSpec(
         "keep_lane_left_distance",
         DEFAULT_LANE_DISTANCE,
         "keep_lanes: the largest y (m, to the left) of a clustered point.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("node", "keep_lane_left_distance", float),
     ),
     ParameterSpec(
         "keep_lane_right_distance",
         DEFAULT_LANE_DISTANCE,
         "keep_lanes: the largest -y (m, to the right) of a clustered point.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("node", "keep_lane_right_distance", float),
     ),
     ParameterSpec(
         "downsample_leaf_size",
@@ -205,6 +287,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "of this leaf (m, every axis), the voxel centroids are clustered, and every point takes "
         "its voxel's cluster; 0 = off. Not with algorithm voxel_grid.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("cluster", "downsample_leaf_size"),
     ),
     ParameterSpec(
         "clustering_ranges",
@@ -215,6 +298,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Read-only: it only makes sense with clustering_distances, and ros2 param set changes "
         "one parameter at a time.",
         read_only=True,
+        sets=ConfigField("cluster", "clustering_ranges", number_tuple),
     ),
     ParameterSpec(
         "clustering_distances",
@@ -222,6 +306,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "The tolerance (m) of each range band: one more than clustering_ranges (Autoware.ai: "
         "[0.5, 1.1, 1.6, 2.1, 2.6] for ranges [15, 30, 45, 60]). Read-only, as clustering_ranges.",
         read_only=True,
+        sets=ConfigField("cluster", "clustering_distances", number_tuple),
     ),
     ParameterSpec(
         "cluster_merge_threshold",
@@ -229,6 +314,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Clusters whose x-y centroids are at most this far apart (m) are merged, transitively "
         "(Autoware.ai's cluster_merge_threshold); 0 = no merging.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("cluster", "cluster_merge_threshold"),
     ),
     ParameterSpec(
         "pose_estimation",
@@ -236,6 +322,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Autoware.ai's pose_estimation: a minimum-area rectangle in x-y per cluster (yaw, "
         "length, width): output/clusters gains yaw, length, width; the objects and markers "
         "are rotated boxes.",
+        sets=ConfigField("node", "pose_estimation", bool),
     ),
     ParameterSpec(
         "labeled_layout",
@@ -245,6 +332,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "float32 coordinates, a third less than full for x, y, z, intensity; publish and copies "
         "cost in proportion).",
         choices=LABELED_LAYOUTS,
+        sets=ConfigField("node", "labeled_layout"),
     ),
     ParameterSpec(
         "remove_ground",
@@ -252,30 +340,35 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Autoware.ai's remove_ground: fit the ground plane by RANSAC (on the GPU with the CUDA "
         "backend) and leave its points out of the clusters (cluster_id -1); they are published "
         "on output/ground_points.",
+        sets=ConfigField("node", "ground"),
     ),
     ParameterSpec(
         "ground_distance_threshold",
         GroundSettings.distance_threshold,
         "remove_ground: points within this distance (m) of the plane are ground.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("ground", "distance_threshold"),
     ),
     ParameterSpec(
         "ground_max_slope_deg",
         GroundSettings.max_slope_deg,
         "remove_ground: planes whose normal is more than this (degrees) from +z are not ground.",
         bounds=(0.0, 90.0),
+        sets=ConfigField("ground", "max_slope_deg"),
     ),
     ParameterSpec(
         "ground_iterations",
         GroundSettings.iterations,
         "remove_ground: RANSAC plane hypotheses per frame.",
         bounds=(1, MAX_ITERATIONS),
+        sets=ConfigField("ground", "iterations"),
     ),
     ParameterSpec(
         "ground_seed",
         GroundSettings.seed,
         "remove_ground: seed of the hypotheses (same seed and frame: same plane, CPU or GPU).",
         bounds=(0, 2**63 - 1),
+        sets=ConfigField("ground", "seed"),
     ),
     ParameterSpec(
         "use_diffnormals",
@@ -283,18 +376,21 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Autoware.ai's use_diffnormals: keep only the points whose normals at two radii differ "
         "(Difference of Normals, after the ground removal; on the GPU with the CUDA backend): "
         "flat surfaces are not clustered (cluster_id -1).",
+        sets=ConfigField("node", "diffnormals"),
     ),
     ParameterSpec(
         "diffnormals_small_radius",
         DiffNormalsSettings.small_radius,
         "use_diffnormals: neighbourhood radius (m) of the small-scale normal.",
         bounds=(1e-3, DIFFNORMALS_MAX_RADIUS),
+        sets=ConfigField("diffnormals", "small_radius"),
     ),
     ParameterSpec(
         "diffnormals_large_radius",
         DiffNormalsSettings.large_radius,
         "use_diffnormals: neighbourhood radius (m) of the large-scale normal (above the small).",
         bounds=(1e-3, DIFFNORMALS_MAX_RADIUS),
+        sets=ConfigField("diffnormals", "large_radius"),
     ),
     ParameterSpec(
         "diffnormals_threshold",
@@ -302,6 +398,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "use_diffnormals: a point is kept when half the difference of its unit normals is "
         "longer than this.",
         bounds=(0.0, 1.0),
+        sets=ConfigField("diffnormals", "threshold"),
     ),
     ParameterSpec(
         "memory_budget_mb",
@@ -311,6 +408,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "RLIMIT_AS and cgroup limits; the free GPU memory). A frame over it runs with "
         "union_find (O(N) memory).",
         bounds=(0, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("cluster", "memory_budget", budget_bytes),
     ),
     ParameterSpec(
         "max_work_s",
@@ -319,6 +417,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "exhaustive search (point pairs at the backend's measured rate); a frame over it runs "
         "with union_find and a warning. 0 = no limit.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("cluster", "max_work_s", work_limit),
     ),
     ParameterSpec(
         "max_coordinate",
@@ -326,6 +425,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Points with an absolute coordinate above this (m) are implausible (sensor glitch, bad "
         "transform, wrong byte order): not clustered (cluster_id -1), counted in /diagnostics.",
         bounds=(0.0, math.inf),
+        sets=ConfigField("node", "max_coordinate", float),
     ),
     ParameterSpec(
         "max_point_fields",
@@ -333,6 +433,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "A PointCloud2 declaring more fields than this is rejected as malformed before its field "
         "list is read (one reason in the log and /diagnostics); real clouds have a handful.",
         bounds=(MIN_POINT_FIELDS, config.UNLIMITED_CLUSTER_SIZE),
+        sets=ConfigField("node", "max_point_fields", int),
     ),
     ParameterSpec(
         "diagnostics_warn_share",
@@ -340,6 +441,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "/diagnostics turns WARN when more than this share of the frames of its window were "
         "dropped or rejected (ERROR when every frame failed).",
         bounds=(0.0, 1.0),
+        sets=ConfigField("node", "diagnostics_warn_share", float),
     ),
     ParameterSpec(
         "backend",
@@ -432,159 +534,18 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
 
 SPECS: dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}
 
-#: Autoware Universe's release that renamed its clustering parameters (2026).
-AUTOWARE_RENAME = "0.52"
-
-
-@dataclass(frozen=True)
-class ParameterAlias:
-    """Another clustering node's name for one of our parameters, accepted as that parameter.
-
-    Attributes:
-        name: the other node's parameter name.
-        target: our parameter it sets (declared under both names; they always hold one value).
-        origin: whose name it is.
-        difference: where the meaning differs from ours; empty when it is the same.
-    """
-
-    name: str
-    target: str
-    origin: str
-    difference: str = ""
-
-
-_NEW = f"Autoware {AUTOWARE_RENAME}+"
-#: The origin of Autoware's names before the rename.
-AUTOWARE_BEFORE_RENAME = f"Autoware before {AUTOWARE_RENAME}"
-_OLD = AUTOWARE_BEFORE_RENAME
-#: The parameters of the ``voxel_grid`` algorithm only.
-VOXEL_GRID_PARAMETERS = (
-    "voxel_leaf_size",
-    "min_points_per_voxel",
-    "max_voxels_per_cluster",
-    "large_cluster_voxel_count_threshold",
-    "large_cluster_max_points_per_voxel",
-)
-
-ALIASES: tuple[ParameterAlias, ...] = (
-    ParameterAlias("tolerance_m", "d_th", _NEW),
-    ParameterAlias("tolerance", "d_th", _OLD),
-    ParameterAlias("cluster_tolerance", "d_th", "PCL"),
-    ParameterAlias(
-        "min_points_per_cluster",
-        "min_cluster_size",
-        _NEW,
-        "voxel_grid counts the points left after thinning, as Autoware does",
-    ),
-    ParameterAlias("voxel_leaf_size_m", "voxel_leaf_size", _NEW),
-    ParameterAlias("min_points_number_per_voxel", "min_points_per_voxel", _OLD),
-    ParameterAlias(
-        "max_voxel_cluster_for_output",
-        "max_voxels_per_cluster",
-        _OLD,
-        f"before {AUTOWARE_RENAME} Autoware dropped larger clusters; here they are split, as in "
-        f"Autoware {AUTOWARE_RENAME}+",
-    ),
-    ParameterAlias(
-        "min_voxel_cluster_size_for_filtering", "large_cluster_voxel_count_threshold", _OLD
-    ),
-    ParameterAlias(
-        "max_points_per_voxel_in_large_cluster", "large_cluster_max_points_per_voxel", _OLD
-    ),
-)
-
-ALIAS_OF: dict[str, ParameterAlias] = {alias.name: alias for alias in ALIASES}
-
-#: Autoware's parameters that have our name already, and how their meaning compares.
-AUTOWARE_SAME_NAMES: dict[str, str] = {
-    "use_height": "same for the exact algorithm; voxel_grid is always 2-D, as in Autoware",
-    "min_cluster_size": f"same (points; {_OLD}'s name of min_points_per_cluster)",
-    "max_cluster_size": (
-        "points, as Autoware's euclidean_cluster; Autoware's voxel node before "
-        f"{AUTOWARE_RENAME} counted voxels and {AUTOWARE_RENAME}+ ignores it: voxel_grid here "
-        "counts the points left after thinning (the default, no limit, matches "
-        f"{AUTOWARE_RENAME}+)"
-    ),
-    "min_points_per_voxel": "same",
-    "max_voxels_per_cluster": "same (split, not dropped)",
-    "large_cluster_voxel_count_threshold": "same",
-    "large_cluster_max_points_per_voxel": (
-        "same count; which points a voxel keeps is a fixed spread choice, where Autoware "
-        "shuffles with a generator that carries over from frame to frame"
-    ),
-    "min_z": (
-        "Autoware's low-height crop box; applied by our Autoware launch file only with "
-        "use_low_height_cropbox:=true, in the input frame (the crop box transforms to "
-        "input_frame first)"
-    ),
-    "max_z": "as min_z",
-}
-
-#: Autoware's parameters with no counterpart here: named, with the reason, when given.
-AUTOWARE_NOT_APPLIED: dict[str, str] = {
-    "input_frame": "no transform here: the windows apply in the input cloud's frame",
-    "min_x": "Autoware's crop box in x and y is not applied (min_range/max_range bound the "
-    "horizontal distance)",
-    "max_x": "as min_x",
-    "min_y": "as min_x",
-    "max_y": "as min_x",
-    "negative": "as min_x",
-    "max_cluster_diagonal_size": "no size filter on a cluster's diagonal",
-}
-
-#: Autoware.ai's ``lidar_euclidean_cluster_detect`` parameters (its ``config/params.yaml``): our
-#: parameter, or None, and how they compare. ``config/autoware_ai.param.yaml`` sets ours to its
-#: defaults.
-AUTOWARE_AI_PARAMETERS: tuple[tuple[str, str | None, str], ...] = (
-    ("points_node", None, "the input topic: remap input/points"),
-    ("use_gpu", "backend", "backend auto (CUDA when present); every stage runs on the GPU"),
-    ("remove_points_upto", "min_range", "min_range keeps r >= min_range; Autoware.ai r > it"),
-    ("downsample_cloud", "downsample_leaf_size", "0 = off; else the leaf_size"),
-    ("leaf_size", "downsample_leaf_size", "every input point takes its voxel's cluster"),
-    ("clip_min_height", "min_z", "same (inclusive)"),
-    ("clip_max_height", "max_z", "same (inclusive)"),
-    ("keep_lanes", "keep_lanes", "same"),
-    ("keep_lane_left_distance", "keep_lane_left_distance", "same (give 5.0, not 5: a double)"),
-    ("keep_lane_right_distance", "keep_lane_right_distance", "same (a double)"),
-    (
-        "remove_ground",
-        "remove_ground",
-        "RANSAC plane within ground_max_slope_deg of horizontal (Autoware.ai: 0.1 rad, 100 "
-        "iterations, 0.2 m) without PCL's least-squares refit",
-    ),
-    (
-        "use_diffnormals",
-        "use_diffnormals",
-        "radii 0.5/2.0 m and threshold 0.5 as its code (diffnormals_*); Autoware.ai built the "
-        "filtered cloud but clustered the unfiltered one, so there it changed nothing",
-    ),
-    ("cluster_size_min", "min_cluster_size", "points of the (merged) cluster"),
-    ("cluster_size_max", "max_cluster_size", "points of the (merged) cluster"),
-    ("clustering_distance", "d_th", "same"),
-    ("use_multiple_thres", "clustering_ranges", "true: give clustering_ranges; [] = off"),
-    ("clustering_ranges", "clustering_ranges", "same bands (horizontal distance)"),
-    ("clustering_distances", "clustering_distances", "same"),
-    (
-        "cluster_merge_threshold",
-        "cluster_merge_threshold",
-        "transitive merging of x-y centroids (Autoware.ai: always on, its result depends on "
-        "cluster order); 0 = off",
-    ),
-    ("pose_estimation", "pose_estimation", "canonical yaw (length >= width)"),
-    ("output_frame", None, "no transform: outputs keep the input's frame"),
-)
-
-
-def autoware_ai_parameters_markdown() -> str:
-    """The README's table of Autoware.ai's parameters, from :data:`AUTOWARE_AI_PARAMETERS`."""
-    lines = ["| Autoware.ai | Ours | Difference |", "|---|---|---|"]
-    for theirs, ours, difference in AUTOWARE_AI_PARAMETERS:
-        lines.append(f"| `{theirs}` | {f'`{ours}`' if ours else '—'} | {difference} |")
-    return "\n".join(lines)
-
-
 #: Parameters every rclpy node has; overrides of them are rclpy's, not unknown.
 ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")
+
+
+def section_fields(section: Section, values: Mapping[str, object]) -> dict[str, Any]:
+    """The fields of ``section`` that the parameter ``values`` set (by name; names absent from
+    ``values`` are left out), each as its field takes it."""
+    return {
+        spec.sets.name: spec.sets.value(values[spec.name])
+        for spec in PARAMETERS
+        if spec.sets is not None and spec.sets.section == section and spec.name in values
+    }
 
 
 def unknown_parameter_warnings(names: Iterable[str]) -> list[str]:
@@ -607,32 +568,6 @@ def unknown_parameter_warnings(names: Iterable[str]) -> list[str]:
     return warnings
 
 
-def resolve_aliases(given: Mapping[str, object]) -> dict[str, object]:
-    """The values of our parameters that ``given`` (names as set by a user: ours or aliases)
-    sets, with every alias translated to its target.
-
-    Raises:
-        ConfigError: two names of one parameter are given different values.
-    """
-    resolved: dict[str, object] = {}
-    named: dict[str, str] = {}
-    for name, value in given.items():
-        target = ALIAS_OF[name].target if name in ALIAS_OF else name
-        if target in resolved and resolved[target] != value:
-            raise ConfigError(
-                f"{named[target]} {resolved[target]!r} and {name} {value!r} set the same "
-                f"parameter ({target}): give one of them"
-            )
-        resolved[target] = value
-        named.setdefault(target, name)
-    return resolved
-
-
-def names_of(target: str) -> tuple[str, ...]:
-    """Our parameter ``target`` and its aliases: the names that always hold its value."""
-    return (target, *(alias.name for alias in ALIASES if alias.target == target))
-
-
 def parameters_help() -> str:
     """The node's parameters as plain text, for ``euclidean_cluster_node --help``."""
     lines = []
@@ -650,7 +585,7 @@ def parameters_help() -> str:
 
 
 def parameters_markdown() -> str:
-    """The README's parameter table, generated from :data:`PARAMETERS`."""
+    """The parameter table of docs/parameters.md, generated from :data:`PARAMETERS`."""
     lines = [
         "| Parameter | Type | Default | Allowed | Live | Description |",
         "|---|---|---|---|---|---|",
@@ -662,23 +597,6 @@ def parameters_markdown() -> str:
             f"| `{spec.name}` | {spec.type_name} | `{default}` | {spec.constraints or 'any'} "
             f"| {live} | {spec.description} |"
         )
-    return "\n".join(lines)
-
-
-def autoware_parameters_markdown() -> str:
-    """The README's table of Autoware's parameter names, generated from :data:`ALIASES`,
-    :data:`AUTOWARE_SAME_NAMES` and :data:`AUTOWARE_NOT_APPLIED`."""
-    lines = ["| Autoware's name | Ours | Difference |", "|---|---|---|"]
-    for alias in ALIASES:
-        if alias.origin != "PCL":
-            lines.append(
-                f"| `{alias.name}` ({alias.origin}) | `{alias.target}` "
-                f"| {alias.difference or 'same'} |"
-            )
-    for name, difference in AUTOWARE_SAME_NAMES.items():
-        lines.append(f"| `{name}` | `{name}` | {difference} |")
-    for name, reason in AUTOWARE_NOT_APPLIED.items():
-        lines.append(f"| `{name}` | — | not applied (a warning names it): {reason} |")
     return "\n".join(lines)
 
 

@@ -1,7 +1,9 @@
 """The settings in force for a frame, validated from the node's parameter values, free of ROS.
 
-Clustering values are validated by :mod:`gpu_euclidean_cluster.core.config`, so the library, the
-CLI and the node accept and reject exactly the same values; the node adds its window checks.
+Each parameter sets the field its spec names (:attr:`.parameters.ParameterSpec.sets`), so the
+settings are built by one loop over the specs. Clustering values are validated by
+:mod:`gpu_euclidean_cluster.core.config`, so the library, the CLI and the node accept and reject
+exactly the same values; the node adds its window checks.
 """
 
 from __future__ import annotations
@@ -9,28 +11,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
 from ..core.diffnormals import DiffNormalsSettings
-from ..core.frame import (
-    DEFAULT_LABELED_LAYOUT,
-    LABELED_LAYOUTS,
-    MAX_COORDINATE,
-    FrameWindow,
-    LabeledLayout,
-)
+from ..core.frame import DEFAULT_LABELED_LAYOUT, MAX_COORDINATE, FrameWindow, LabeledLayout
 from ..core.ground import GroundSettings
 from ..pointcloud_io.pointcloud2 import MAX_FIELDS
-
-#: Default limit of a frame's estimated neighbour search (s): a frame must not hold the node up
-#: for more than about ten frames of a 10 Hz sensor.
-NODE_MAX_WORK_S = 1.0
-#: Autoware.ai's default keep_lane_left_distance and keep_lane_right_distance (m).
-DEFAULT_LANE_DISTANCE = 5.0
-#: Default share of lost frames in a diagnostics window that turns the status to WARN.
-DIAGNOSTICS_WARN_SHARE = 0.1
-#: Smallest ``max_point_fields``: a cloud needs x, y and z.
-MIN_POINT_FIELDS = 3
+from .parameters import (
+    DEFAULT_LANE_DISTANCE,
+    DIAGNOSTICS_WARN_SHARE,
+    MIN_POINT_FIELDS,
+    NODE_MAX_WORK_S,
+    SPECS,
+    SWITCHED_SECTIONS,
+    section_fields,
+)
 
 
 @dataclass(frozen=True)
@@ -99,117 +95,64 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
     Raises:
         ConfigError: every problem found, joined in one message.
     """
+    problems = node_problems(values)
+    sections: dict[str, Any] = {}
+    for section, settings_type in (
+        ("ground", GroundSettings),
+        ("diffnormals", DiffNormalsSettings),
+    ):
+        try:
+            sections[section] = settings_type(**section_fields(section, values))
+        except ConfigError as error:
+            problems.append(f"{section}_{error}")
+    cluster = None
+    try:
+        cluster = DEFAULT_CONFIG.with_changes(**section_fields("cluster", values))
+    except ConfigError as error:
+        problems.insert(0, str(error))
+    if cluster is None or problems:
+        raise ConfigError("; ".join(problems))
+    fields = section_fields("node", values)
+    for section in SWITCHED_SECTIONS:
+        fields[section] = sections[section] if fields[section] else None
+    return NodeSettings(cluster=cluster, **fields)
+
+
+def node_problems(values: Mapping[str, object]) -> list[str]:
+    """Every reason the node's own settings (windows, limits, layout) in ``values`` are invalid."""
     problems = [
         *_window_problems(values, "min_range", "max_range"),
         *_window_problems(values, "min_z", "max_z"),
     ]
-    if values["min_range"] < 0:  # type: ignore[operator]
-        problems.append(f"min_range must be >= 0 m, got {values['min_range']}")
+    min_range = values["min_range"]
+    if _is_number(min_range) and min_range < 0:
+        problems.append(f"min_range must be >= 0 m, got {min_range}")
     for name in ("keep_lane_left_distance", "keep_lane_right_distance"):
         lane = values[name]
-        if isinstance(lane, bool) or not isinstance(lane, (int, float)) or not lane >= 0:
+        if isinstance(lane, bool) or not (_is_number(lane) and lane >= 0):
             problems.append(f"{name} must be a number of metres >= 0, got {lane!r}")
-    if values["labeled_layout"] not in LABELED_LAYOUTS:
+    layouts = SPECS["labeled_layout"].choices
+    if values["labeled_layout"] not in layouts:
         problems.append(
-            f"labeled_layout must be one of {', '.join(LABELED_LAYOUTS)}, "
-            f"got {values['labeled_layout']!r}"
+            f"labeled_layout must be one of {', '.join(layouts)}, got {values['labeled_layout']!r}"
         )
-    if not values["max_coordinate"] > 0:  # type: ignore[operator]
-        problems.append(f"max_coordinate must be > 0 m, got {values['max_coordinate']}")
+    max_coordinate = values["max_coordinate"]
+    if not (_is_number(max_coordinate) and max_coordinate > 0):
+        problems.append(f"max_coordinate must be > 0 m, got {max_coordinate}")
     fields = values["max_point_fields"]
     if isinstance(fields, bool) or not isinstance(fields, int) or fields < MIN_POINT_FIELDS:
         problems.append(
             f"max_point_fields must be an integer >= {MIN_POINT_FIELDS}, got {fields!r}"
         )
-    if not 0 <= values["diagnostics_warn_share"] <= 1:  # type: ignore[operator]
-        problems.append(
-            f"diagnostics_warn_share must be in [0, 1], got {values['diagnostics_warn_share']}"
-        )
-    ground = None
-    try:
-        ground = GroundSettings(
-            distance_threshold=values["ground_distance_threshold"],  # type: ignore[arg-type]
-            max_slope_deg=values["ground_max_slope_deg"],  # type: ignore[arg-type]
-            iterations=values["ground_iterations"],  # type: ignore[arg-type]
-            seed=values["ground_seed"],  # type: ignore[arg-type]
-        )
-    except ConfigError as error:
-        problems.append(f"ground_{error}")
-    diffnormals = None
-    try:
-        diffnormals = DiffNormalsSettings(
-            small_radius=values["diffnormals_small_radius"],  # type: ignore[arg-type]
-            large_radius=values["diffnormals_large_radius"],  # type: ignore[arg-type]
-            threshold=values["diffnormals_threshold"],  # type: ignore[arg-type]
-        )
-    except ConfigError as error:
-        problems.append(f"diffnormals_{error}")
-    cluster = None
-    try:
-        cluster = DEFAULT_CONFIG.with_changes(
-            d_th=values["d_th"],
-            method=values["method"],
-            search=values["search"],
-            pointer_jumping=values["pointer_jumping"],
-            min_cluster_size=values["min_cluster_size"],
-            max_cluster_size=values["max_cluster_size"],
-            memory_budget=_budget_bytes(values["memory_budget_mb"]),
-            max_work_s=_work_limit(values["max_work_s"]),
-            algorithm=values["algorithm"],
-            voxel_leaf_size=values["voxel_leaf_size"],
-            min_points_per_voxel=values["min_points_per_voxel"],
-            max_voxels_per_cluster=values["max_voxels_per_cluster"],
-            large_cluster_voxel_count_threshold=values["large_cluster_voxel_count_threshold"],
-            large_cluster_max_points_per_voxel=values["large_cluster_max_points_per_voxel"],
-            clustering_ranges=_numbers(values["clustering_ranges"]),
-            clustering_distances=_numbers(values["clustering_distances"]),
-            cluster_merge_threshold=values["cluster_merge_threshold"],
-            downsample_leaf_size=values["downsample_leaf_size"],
-        )
-    except ConfigError as error:
-        problems.insert(0, str(error))
-    if cluster is None or problems:
-        raise ConfigError("; ".join(problems))
-    return NodeSettings(
-        cluster=cluster,
-        use_height=bool(values["use_height"]),
-        min_range=float(values["min_range"]),  # type: ignore[arg-type]
-        max_range=float(values["max_range"]),  # type: ignore[arg-type]
-        min_z=float(values["min_z"]),  # type: ignore[arg-type]
-        max_z=float(values["max_z"]),  # type: ignore[arg-type]
-        max_coordinate=float(values["max_coordinate"]),  # type: ignore[arg-type]
-        diagnostics_warn_share=float(values["diagnostics_warn_share"]),  # type: ignore[arg-type]
-        keep_lanes=bool(values["keep_lanes"]),
-        keep_lane_left_distance=float(values["keep_lane_left_distance"]),  # type: ignore[arg-type]
-        keep_lane_right_distance=float(values["keep_lane_right_distance"]),  # type: ignore[arg-type]
-        ground=ground if values["remove_ground"] else None,
-        diffnormals=diffnormals if values["use_diffnormals"] else None,
-        pose_estimation=bool(values["pose_estimation"]),
-        max_point_fields=int(fields),  # type: ignore[call-overload]
-        labeled_layout=values["labeled_layout"],  # type: ignore[arg-type]
-    )
+    share = values["diagnostics_warn_share"]
+    if not (_is_number(share) and 0 <= share <= 1):
+        problems.append(f"diagnostics_warn_share must be in [0, 1], got {share}")
+    return problems
 
 
-def _numbers(values: object) -> object:
-    """A list parameter as ClusterConfig's tuple of floats (ROS gives an integer array for
-    ``[15, 30]``); anything else is passed on for ClusterConfig to name."""
-    if isinstance(values, (list, tuple)) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
-    ):
-        return tuple(float(v) for v in values)
-    return values
-
-
-def _work_limit(seconds: object) -> object:
-    """``max_work_s`` as ClusterConfig's: 0 means no limit (None)."""
-    return None if seconds == 0 else seconds
-
-
-def _budget_bytes(megabytes: object) -> object:
-    """``memory_budget_mb`` as ClusterConfig's ``memory_budget``: 0 means automatic (None)."""
-    if isinstance(megabytes, int) and not isinstance(megabytes, bool) and megabytes >= 0:
-        return None if megabytes == 0 else megabytes << 20
-    return megabytes  # ClusterConfig names the bad value
+def _is_number(value: object) -> TypeGuard[float]:
+    """``value`` compares as a number (an int, a float or a bool, as Python compares them)."""
+    return isinstance(value, (int, float))
 
 
 def _window_problems(values: Mapping[str, object], low_name: str, high_name: str) -> list[str]:
@@ -217,8 +160,8 @@ def _window_problems(values: Mapping[str, object], low_name: str, high_name: str
     problems = [
         f"{name} must be a number, got {value!r}"
         for name, value in ((low_name, low), (high_name, high))
-        if not isinstance(value, (int, float)) or math.isnan(value)
+        if not _is_number(value) or math.isnan(value)
     ]
-    if not problems and low >= high:  # type: ignore[operator]
+    if not problems and _is_number(low) and _is_number(high) and low >= high:
         problems.append(f"{low_name} ({low}) must be below {high_name} ({high})")
     return problems

@@ -21,7 +21,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..pointcloud_io.velodyne.sensors import RETURN_MODES, SENSOR_MODELS, DecoderSettings
+from ..pointcloud_io.velodyne.sensors import (
+    RETURN_MODES,
+    SENSOR_MODELS,
+    DecoderSettings,
+    sensor_model,
+)
 
 PACKAGE = "gpu_euclidean_cluster"
 #: nebula's calibration files in a checkout (and an editable install) of this package.
@@ -74,21 +79,6 @@ def shipped_calibration(name: str) -> Path | None:
         if (folder / name).is_file():
             return folder / name
     return None
-
-
-def normalise_model(name: str, where: str) -> str:
-    """nebula's model name in its spelling (``vlp16`` -> ``VLP16``).
-
-    Raises:
-        ValueError: not one of :data:`~gpu_euclidean_cluster.pointcloud_io.velodyne.SENSOR_MODELS`.
-    """
-    model = str(name).strip().upper()
-    if model not in SENSOR_MODELS:
-        raise ValueError(
-            f"unknown Velodyne sensor model {name!r} ({where}); choose one of "
-            f"{', '.join(SENSOR_MODELS)}"
-        )
-    return model
 
 
 def read_sensor_params(path: Path) -> dict[str, object]:
@@ -179,8 +169,9 @@ class PacketDecoding:
 class VelodyneOptions:
     """The replay options for Velodyne packet topics (None: not given).
 
-    ``sensor_model`` is checked and written in nebula's spelling on construction; everything else
-    is checked by :meth:`resolve`, which only a bag with packet topics calls.
+    ``sensor_model`` is checked and written in nebula's spelling on construction, by the sensor
+    table's rule (:func:`~gpu_euclidean_cluster.pointcloud_io.velodyne.sensors.sensor_model`);
+    everything else is checked by :meth:`resolve`, which only a bag with packet topics calls.
     """
 
     sensor_model: str | None = None
@@ -196,7 +187,7 @@ class VelodyneOptions:
 
     def __post_init__(self) -> None:
         if self.sensor_model is not None:
-            model = normalise_model(self.sensor_model, "--sensor-model")
+            model = sensor_model(self.sensor_model, "--sensor-model").name
             object.__setattr__(self, "sensor_model", model)
 
     def resolve(self) -> PacketDecoding:
@@ -209,9 +200,8 @@ class VelodyneOptions:
         params = read_sensor_params(self.sensor_params) if self.sensor_params else {}
         file_model = None
         if "sensor_model" in params:
-            file_model = normalise_model(
-                str(params["sensor_model"]), f"sensor_model in {self.sensor_params}"
-            )
+            given_as = f"sensor_model in {self.sensor_params}"
+            file_model = sensor_model(str(params["sensor_model"]), given_as).name
         model = self.sensor_model or file_model
         if model is None:
             raise ValueError(

@@ -49,15 +49,25 @@ SENSOR_MODELS: dict[str, SensorModel] = {
 RETURN_MODES = ("SingleFirst", "SingleStrongest", "SingleLast", "Dual")
 
 
-def sensor_model(name: str | SensorModel) -> SensorModel:
-    """The model of nebula's name (``VLP16``, ``VLP32``, ``HDL32``, ``HDL64``, ``VLS128``)."""
+def sensor_model(name: str | SensorModel, given_as: str = "") -> SensorModel:
+    """The model of one of nebula's names (``VLP16``, ``VLP32``, ``HDL32``, ``HDL64``,
+    ``VLS128``) in any case and without surrounding blanks (``vlp16`` is ``VLP16``): the one rule
+    of the node's ``sensor_model``, ``replay --sensor-model`` and nebula's parameter files.
+
+    Raises:
+        ValueError: not a name of :data:`SENSOR_MODELS`; the message names the model, where it
+            was given (``given_as``, when not empty) and the known names.
+    """
     if isinstance(name, SensorModel):
         return name
-    try:
-        return SENSOR_MODELS[name]
-    except KeyError:
-        known = ", ".join(SENSOR_MODELS)
-        raise ValueError(f"unknown Velodyne model {name!r}; known: {known}") from None
+    model = SENSOR_MODELS.get(str(name).strip().upper())
+    if model is None:
+        where = f" ({given_as})" if given_as else ""
+        raise ValueError(
+            f"unknown Velodyne sensor model {name!r}{where}; choose one of "
+            f"{', '.join(SENSOR_MODELS)}"
+        )
+    return model
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,8 @@ class DecoderSettings:
     """nebula's ``VelodyneSensorConfiguration`` fields the decoder reads.
 
     Attributes:
-        model: nebula's model name (see :data:`SENSOR_MODELS`).
+        model: nebula's model name (see :data:`SENSOR_MODELS`), in any case; written in the
+            table's spelling on construction.
         return_mode: one of :data:`RETURN_MODES` (see there: it never changes the decoding).
         frame_id: the frame of the decoded clouds.
         min_range, max_range: metres; a point is kept when ``min_range < distance < max_range``
@@ -92,7 +103,7 @@ class DecoderSettings:
     view_width: float = 360.0
 
     def __post_init__(self) -> None:
-        sensor_model(self.model)
+        object.__setattr__(self, "model", sensor_model(self.model, "model").name)
         if self.return_mode not in RETURN_MODES:
             raise ValueError(f"return_mode {self.return_mode!r} not in {RETURN_MODES}")
         if not 0.0 <= self.scan_phase <= 360.0:
@@ -107,7 +118,7 @@ class DecoderSettings:
     @property
     def sensor(self) -> SensorModel:
         """The :class:`SensorModel` of :attr:`model`."""
-        return sensor_model(self.model)
+        return SENSOR_MODELS[self.model]
 
     @property
     def phase_centidegrees(self) -> int:
