@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.config import ConfigError
 from ..frame.packets import PacketSweeps, SweepCloud
-from ..pointcloud_io.velodyne import SENSOR_MODELS, CalibrationError, DecoderSettings
+from ..pointcloud_io.velodyne import CalibrationError, DecoderSettings, sensor_model
 from .velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
 
 PACKETS_TOPIC = "input/packets"
@@ -30,10 +30,10 @@ def packet_sweeps(values: dict[str, Any], backend: Any = None) -> PacketSweeps |
     model = values["sensor_model"]
     if not model:
         return None
-    if model not in SENSOR_MODELS:
-        raise ConfigError(
-            f"unknown sensor_model {model!r}; expected one of {', '.join(SENSOR_MODELS)}"
-        )
+    try:
+        model = sensor_model(model, "sensor_model").name
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     calibration = values["calibration_file"] or shipped_calibration(
         DEFAULT_CALIBRATION.get(model, "")
     )
