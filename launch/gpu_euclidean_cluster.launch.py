@@ -20,7 +20,7 @@ reason and ros2 launch exits with status 1 (gpu_euclidean_cluster.ros.launch_rul
 fastdds_large_clouds:=true is for a LiDAR driver (or bag player) started by the same launch, after
 this file is included: it sets FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB in the launch
 process's environment, which every process the launch starts from then on inherits (so the
-driver's Fast DDS shared-memory segment holds a large cloud; see README, "Large clouds between
+driver's Fast DDS shared-memory segment holds a large cloud; see docs/node.md, "Large clouds between
 processes"). It sets nothing when you configured Fast DDS yourself (FASTDDS_BUILTIN_TRANSPORTS,
 FASTDDS_DEFAULT_PROFILES_FILE, FASTRTPS_DEFAULT_PROFILES_FILE, FASTDDS_ENVIRONMENT_FILE, a
 DEFAULT_FASTDDS_PROFILES.xml in the working directory), when the RMW is not Fast DDS, or when

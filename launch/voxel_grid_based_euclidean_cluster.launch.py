@@ -5,8 +5,8 @@ one line in the launch file that includes it: the package in the include's path,
 ``$(find-pkg-share gpu_euclidean_cluster)/launch/voxel_grid_based_euclidean_cluster.launch.xml``
 (``autoware_euclidean_cluster`` before). The node is named ``euclidean_cluster`` as Autoware's
 is, reads ``input_pointcloud`` and publishes tier4_perception_msgs/DetectedObjectsWithFeature on
-``output_clusters``. The params file may use Autoware's parameter names, old or new (README,
-"Inside Autoware").
+``output_clusters``. The params file may use Autoware's parameter names, old or new
+(docs/autoware.md, "Inside Autoware").
 
 - ``algorithm`` (ours): ``voxel_grid`` (default: Autoware's voxel-grid algorithm, its output) or
   ``exact`` (every point clustered exactly, no thinning).

@@ -1,4 +1,4 @@
-"""The README's bird's-eye figure of Autoware.ai's pipeline (`benchmarks/autoware_ai_figure.py`)."""
+"""The bird's-eye figures of docs/autoware.md (`benchmarks/autoware_ai_figure.py`)."""
 
 from __future__ import annotations
 

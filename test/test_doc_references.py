@@ -1,8 +1,11 @@
-"""Docstrings and comments name only things that exist, and no tracker issue numbers.
+"""Docstrings, comments and the documentation name only things that exist, and no tracker issue
+numbers.
 
 The repository's own code is scanned: the package, ``benchmarks/`` (Python files, and the
 full-line comments of its shell scripts), ``test/``, ``launch/*.py``, ``setup.py`` and the
-comments of the CUDA sources in ``gpu_euclidean_cluster/cuda/kernels/``. Three rules:
+comments of the CUDA sources in ``gpu_euclidean_cluster/cuda/kernels/``; so are the Markdown
+pages ``README.md``, ``CHANGELOG.md`` and ``docs/*.md`` (rule 4). Three rules, and one more for
+the pages:
 
 1. **Files.** A name ending in ``.md``, ``.py``, ``.cu`` or ``.cuh`` in a docstring or a comment
    (``union_find.md``, ``docs/union_find.md``, ``ros/node.py``, ``cuda/kernels/common.cuh``)
@@ -27,6 +30,15 @@ comments of the CUDA sources in ``gpu_euclidean_cluster/cuda/kernels/``. Three r
    appear in a comment, docstring or string literal (help texts included), nor ``issue_11`` in
    a name: say what is meant instead. An upstream project's issue with its owner
    (``cupy/cupy#1234``, ``github.com/...``) may stay.
+4. **Markdown pages.** Rules 1 and 3 apply to the whole page, code blocks included (a file
+   name is taken relative to the page's folder too); rule 2 to every inline code span that is a
+   dotted name (``core.numbering.canonical_labels`` or ``node.stats()`` in single backticks),
+   outside code blocks, as to a double-backticked name of a docstring. Every link and image
+   (``[text](target)``) outside code blocks must lead to a file or folder relative to the page,
+   and its ``#anchor`` to a heading of the target page (GitHub's anchors: lower case, spaces to
+   ``-``, punctuation dropped). The first column of a table headed ``| Old | New |`` names what
+   a release moved or removed (CHANGELOG.md) and is not checked; :data:`REMOVED_NAMES` lists
+   the few such names elsewhere in a page, each with its reason.
 
 This file itself is not scanned: its docstring and its synthetic sources break the rules on
 purpose, and :func:`test_the_rules_catch_a_bad_reference_of_each_kind` proves each rule fails.
@@ -53,9 +65,17 @@ SKIPPED_DIRS = frozenset(
      ".ruff_cache", ".mypy_cache", "node_modules"}
 )  # fmt: skip
 
-#: File names that belong to another project, with the reason they may be named. Empty: no
-#: docstring or comment of this repository needs one now.
-EXTERNAL_FILES: dict[str, str] = {}
+#: File names outside this repository, with the reason they may be named.
+EXTERNAL_FILES: dict[str, str] = {
+    "build_wheels.py": "the README's recipe of the ROS 2 tool wheels, in ../shared/wheels",
+}
+
+#: Names of things a release removed that CHANGELOG.md gives outside an ``| Old | New |`` table:
+#: name -> why it may stay.
+REMOVED_NAMES: dict[str, str] = {
+    "ros/detections.py": "CHANGELOG.md: the Autoware drop-in folded it into ros/object_messages.py",
+    "Labelling.timings_ms": "CHANGELOG.md: the package layout release replaced it by StageClock",
+}
 
 #: Double-backticked ``a.b`` whose first name is a module of this package but, in the code's
 #: docstrings, the name of a variable of another library's type: name -> why it is not checked.
@@ -272,6 +292,18 @@ class Repository:
             if python or cuda or shell:
                 scanned.append(path)
         return scanned
+
+    def markdown_pages(self) -> list[Path]:
+        """``README.md``, ``CHANGELOG.md`` and the pages of ``docs/``."""
+        return [
+            path
+            for path in self.files
+            if path.suffix == ".md"
+            and (
+                path.parent == self.root / "docs"
+                or path.relative_to(self.root) in {Path("README.md"), Path("CHANGELOG.md")}
+            )
+        ]
 
     def tree(self, path: Path) -> ast.Module:
         if path not in self._trees:
@@ -521,9 +553,10 @@ def _role_resolves(repo: Repository, module: str, role: str, target: str) -> boo
     return False
 
 
-def _backticked_resolves(repo: Repository, module: str, parts: list[str]) -> bool | None:
+def _backticked_resolves(repo: Repository, module: str | None, parts: list[str]) -> bool | None:
+    """Whether ``parts`` name something, as written in ``module`` (None: in a Markdown page)."""
     head = parts[0]
-    if repo.symbols(module).has(head):
+    if module and repo.symbols(module).has(head):
         return repo.resolves_in(module, parts)
     if head in repo.package_names:
         # the module named by a suffix of its dotted name: numbering.x, cuda.frame_pipeline
@@ -557,8 +590,98 @@ def issue_violations(text: Text) -> Iterator[Violation]:
         yield Violation(text.path, text.line_of(match.start()), reference, "tracker issue number")
 
 
+# --- Markdown pages -----------------------------------------------------------------------------
+
+FENCE_PATTERN = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.M | re.S)
+HEADING_PATTERN = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+LINK_PATTERN = re.compile(r"!?\[[^\]\n]*\]\(([^()\s]+)(?:[ \t]+\"[^\"\n]*\")?\)")
+INLINE_CODE_PATTERN = re.compile(r"`([^`]+)`")
+DOTTED_CODE_PATTERN = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(.*\))?", re.S)
+OLD_NEW_HEADER = re.compile(r"^\|[ \t]*Old[ \t]*\|[ \t]*New[ \t]*\|")
+
+
+def _blanked(text: str) -> str:
+    """``text`` as spaces, its line breaks kept (so offsets and line numbers stay)."""
+    return re.sub(r"[^\n]", " ", text)
+
+
+def markdown_page(path: Path, source: str) -> Text:
+    """The page as one text, the first column of its ``| Old | New |`` tables blanked."""
+    lines = source.split("\n")
+    in_table = False
+    for index, line in enumerate(lines):
+        in_table = bool(OLD_NEW_HEADER.match(line)) or (in_table and line.startswith("|"))
+        cells = line.split("|")
+        if in_table and len(cells) > 2:
+            lines[index] = "|".join([cells[0], _blanked(cells[1]), *cells[2:]])
+    return Text(path, 1, "\n".join(lines), "page")
+
+
+def markdown_prose(text: str) -> str:
+    """``text`` with its fenced code blocks blanked."""
+    return FENCE_PATTERN.sub(lambda match: _blanked(match.group()), text)
+
+
+def heading_anchors(source: str) -> set[str]:
+    """The ``#anchor`` of every heading of a page, as GitHub names them."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for match in HEADING_PATTERN.finditer(markdown_prose(source)):
+        slug = re.sub(r"[^\w\- ]", "", match.group(1).strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(f"{slug}-{count}" if count else slug)
+    return anchors
+
+
+def link_violations(page: Text) -> Iterator[Violation]:
+    for match in LINK_PATTERN.finditer(markdown_prose(page.text)):
+        target = match.group(1)
+        if URL_PATTERN.match(target) or target.startswith("mailto:"):
+            continue
+        path_part, _, anchor = target.partition("#")
+        linked = page.path.parent / path_part if path_part else page.path
+        line = page.line_of(match.start())
+        if not linked.exists():
+            yield Violation(page.path, line, target, "no such file")
+        elif (
+            anchor
+            and linked.suffix == ".md"
+            and anchor not in heading_anchors(linked.read_text(encoding="utf-8"))
+        ):
+            yield Violation(page.path, line, target, "no such heading")
+
+
+def markdown_dotted_violations(page: Text, repo: Repository) -> Iterator[Violation]:
+    for match in INLINE_CODE_PATTERN.finditer(markdown_prose(page.text)):
+        dotted = DOTTED_CODE_PATTERN.fullmatch(match.group(1).strip())
+        if not dotted or dotted.group(1) in REMOVED_NAMES:
+            continue
+        parts = dotted.group(1).split(".")
+        if parts[-1] in NOT_ATTRIBUTES or parts[0] in VARIABLE_NAMES:
+            continue
+        if _backticked_resolves(repo, None, parts) is False:
+            yield Violation(page.path, page.line_of(match.start()), match.group(), "not found")
+
+
+def markdown_violations(path: Path, repo: Repository) -> Iterator[Violation]:
+    """Rule 4: the rules of files and issue numbers on the page, its links, its dotted names."""
+    page = markdown_page(path, path.read_text(encoding="utf-8"))
+    yield from issue_violations(page)
+    yield from link_violations(page)
+    yield from markdown_dotted_violations(page, repo)
+    # a link's target is checked as a link (relative to the page only), not as a file name
+    text = page.text
+    for match in LINK_PATTERN.finditer(markdown_prose(text)):
+        start, end = match.span(1)
+        text = text[:start] + _blanked(text[start:end]) + text[end:]
+    for violation in file_violations(Text(path, 1, text, "page"), repo):
+        if violation.reference not in REMOVED_NAMES:
+            yield violation
+
+
 def find_violations(root: Path) -> list[Violation]:
-    """Every violation of the three rules in the repository at ``root``."""
+    """Every violation of the four rules in the repository at ``root``."""
     repo = Repository(root)
     violations: list[Violation] = []
     for path in repo.scanned_files():
@@ -576,6 +699,8 @@ def find_violations(root: Path) -> list[Violation]:
                 violations.extend(file_violations(text, repo))
                 if module:
                     violations.extend(dotted_violations(text, module, repo))
+    for path in repo.markdown_pages():
+        violations.extend(markdown_violations(path, repo))
     return violations
 
 
@@ -625,6 +750,28 @@ SYNTHETIC_FILES = {
         'const char *s = "// not a comment, gone.cu";\n'
     ),
     "docs/union_find.md": "# Union-find\n",
+    "README.md": (
+        "# The package\n\n"
+        "[Fused](docs/union_find.md#union-find), [page](docs/page.md#the-h100s-usage),\n"
+        "[top](#the-package), "
+        "[gone](docs/gone.md), [nowhere](docs/page.md#nowhere), [site](https://example.com/x.md).\n"
+    ),
+    "docs/page.md": (
+        "# Page\n\n## The H100's usage\n\n"
+        "`numbering.canonical_labels`, `numbering.gone_name()`, `Labels.relabel`, `np.add.at`,\n"
+        "``core/numbering.py``, `core/lost.py`, ![figure](figures/x.png),\n"
+        "[up](../README.md#missing)\n\n"
+        "```python\n"
+        "numbering.in_code_blocks_not_checked  # [link](core/code.md), core/found.py: files are\n"
+        "```\n"
+    ),
+    "CHANGELOG.md": (
+        "# Changelog\n\n"
+        "| Old | New |\n|---|---|\n"
+        "| `core/old.py`, `numbering.old_name` | `core/numbering.py` |\n"
+        "| `core/older.py` | `core/newer.py`, `numbering.newer_name` |\n\n"
+        "Fixed in issue 12, `ros/detections.py` is gone.\n"
+    ),
 }
 
 EXPECTED_SYNTHETIC = {
@@ -647,6 +794,17 @@ EXPECTED_SYNTHETIC = {
     f"{PACKAGE}/core/uses.py:19: numbering.md",
     f"{PACKAGE}/cuda/kernels/graph.cu:2: ghost.md",
     f"{PACKAGE}/cuda/kernels/graph.cu:3: issue #4",
+    "README.md:4: docs/gone.md",
+    "README.md:4: docs/page.md#nowhere",
+    "docs/page.md:5: `numbering.gone_name()`",
+    "docs/page.md:6: core/lost.py",
+    "docs/page.md:6: figures/x.png",
+    "docs/page.md:7: ../README.md#missing",
+    "docs/page.md:10: core/code.md",
+    "docs/page.md:10: core/found.py",
+    "CHANGELOG.md:6: core/newer.py",
+    "CHANGELOG.md:6: `numbering.newer_name`",
+    "CHANGELOG.md:8: issue 12",
 }
 
 

@@ -1,6 +1,6 @@
 """The package's layering: imports only go down, and no file imports itself back in a cycle.
 
-Layers, bottom to top (see the README's "Package layout"): ``core`` and ``pointcloud_io`` need
+Layers, bottom to top (docs/architecture.md, "Package layout"): ``core`` and ``pointcloud_io`` need
 nothing of the package; the twin backends ``cpu`` and ``cuda`` build on them; the library's
 front door (``clusterer.py``, ``__init__.py``) picks a backend; the frame layer ``frame`` and the
 ``tools`` sit on the library; the front ends ``ros`` and ``commands`` come last, in that order. A
@@ -247,9 +247,9 @@ def test_checker_finds_backend_imports_and_branches(bad_package: Path):
     ]
 
 
-def test_readme_layout_section_matches_the_tree():
-    readme = (PACKAGE_DIR.parent / "README.md").read_text()
-    section = readme.split("<!-- section:layout -->")[1].split("<!-- /section:layout -->")[0]
+def test_docs_layout_section_matches_the_tree():
+    page = (PACKAGE_DIR.parent / "docs" / "architecture.md").read_text()
+    section = page.split("<!-- section:layout -->")[1].split("<!-- /section:layout -->")[0]
     listed = set(re.findall(rf"`{PACKAGE}/([a-z_]+)/`", section))
     folders = {p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").exists()}
     assert listed == folders

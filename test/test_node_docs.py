@@ -1,4 +1,5 @@
-"""The README's parameter table and the YAML parameter files agree with the node's parameters."""
+"""The parameter table of docs/parameters.md and the YAML parameter files agree with the node's
+parameters."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
 TYPES = {"bool": bool, "int": int, "double": float, "string": str}
 
 
-def _node_section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- section:node -->(.*?)<!-- /section:node -->", text, re.S)
-    assert match, "README has no node section"
+def _parameters_section() -> str:
+    text = (REPO / "docs" / "parameters.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- section:parameters -->(.*?)<!-- /section:parameters -->", text, re.S)
+    assert match, "docs/parameters.md has no parameters section"
     return match.group(1)
 
 
@@ -31,11 +32,11 @@ def _parameters(path: Path) -> dict[str, object]:
     return document["/**"]["ros__parameters"]
 
 
-def test_readme_table_is_generated_from_the_specs():
-    section = _node_section()
+def test_docs_table_is_generated_from_the_specs():
+    section = _parameters_section()
     assert parameters_markdown() in section, (
-        "README parameter table is stale: paste "
-        "gpu_euclidean_cluster.ros.parameters.parameters_markdown() into the node section"
+        "docs/parameters.md's table is stale: paste "
+        "gpu_euclidean_cluster.ros.parameters.parameters_markdown() into its parameters section"
     )
     table = section[section.index(parameters_markdown()) :].split("\n\n")[0]
     documented = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
