@@ -1,4 +1,5 @@
-"""Shared fixtures: real LiDAR frames, PCL reference counts, a CUDA skip, a brute-force oracle.
+"""Shared fixtures: real LiDAR frames, PCL reference counts, a CUDA skip, the twin backends (the
+``backend`` fixture and its helpers), a brute-force oracle.
 
 Before any test runs, the test process takes its own ROS discovery scope
 (``_ros2_tools.isolate_discovery``: a ROS domain id no other test process holds, and
@@ -15,12 +16,14 @@ import gc
 import itertools
 import os
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster.clusterer import cuda_available
+from gpu_euclidean_cluster.clusterer import Backend, cuda_available, make_backend
 from gpu_euclidean_cluster.core.config import METHODS, SEARCHES
 
 from ._ros2_tools import isolate_discovery
@@ -98,6 +101,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def cuda_only(test: Callable) -> Callable:
+    """Marks a test that only makes sense with CUDA (a CUDA result against its CPU twin, say):
+    ``gpu``, and skipped where CuPy finds no CUDA device."""
+    return pytest.mark.gpu(requires_cuda(test))
+
+
+#: The twin backends a feature test runs on: the CUDA case carries the ``gpu`` mark, so
+#: ``pytest -m gpu`` selects it and :func:`pytest_collection_modifyitems` skips it without CUDA.
+BACKEND_PARAMS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each twin in turn: ``"cpu"``, then ``"cuda"`` (marked ``gpu``)."""
+    return request.param
+
+
+@cache
+def twin_backend(name: str) -> Backend:
+    """The ``Backend`` of the twin ``name`` (``make_backend``; one per test session)."""
+    return make_backend(name)
+
+
+def on_twin(backend: str, array: np.ndarray) -> Any:
+    """``array`` where the twin ``backend`` computes: as it is for ``cpu``, a CuPy copy for
+    ``cuda``."""
+    if backend == "cpu":
+        return array
+    import cupy
+
+    return cupy.asarray(array)
+
+
+def to_host(array: Any) -> np.ndarray:
+    """A NumPy array of a NumPy or CuPy one (``cupy.asnumpy`` where CuPy made it)."""
+    if isinstance(array, np.ndarray):
+        return array
+    import cupy
+
+    return cupy.asnumpy(array)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The ``voxel_grid`` algorithm (Autoware's ``voxel_grid_based_euclidean_cluster``) on the CPU.
+"""The ``voxel_grid`` algorithm (Autoware's ``voxel_grid_based_euclidean_cluster``), both twins.
 
 Against Autoware's own library (the peer ``../shared/peers/autoware_ec``, built against PCL):
 digests of its output on the real frames are committed in ``test/data/autoware_ec_reference.json``
@@ -11,6 +11,10 @@ Compared: the voxel numbering (``.voxel``: exactly), the pieces before thinning 
 that survive (``.prethin``: as partitions, both relabelled canonically, since Autoware's cluster
 order is not meaningful), the cluster count and the labelled-point count; live, also the points
 kept per voxel of a thinned piece (Autoware keeps ``min(n_v, cap)``, we choose which ones).
+
+The rules, one by one, run on both backends (``backend`` fixture); the CUDA twin also equals the
+CPU twin label for label on real frames with several parameter sets and on random and adversarial
+clouds, and its split equals the core rule (skipped without a CUDA device).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from gpu_euclidean_cluster.cpu.autoware_voxel import (
     voxel_grid_components,
 )
 from gpu_euclidean_cluster.cpu.backend import CpuBackend, centroid_config
+
+from .conftest import cuda_only
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "test" / "data" / "autoware_ec_reference.json"
@@ -263,9 +269,11 @@ def test_live_against_peer(load_frame, lidar_data_dir: Path, tmp_path: Path) -> 
 # ---- the rules, one by one --------------------------------------------------------------
 
 
-def _components(points, **params) -> np.ndarray:
+def _components(backend: str, points, **params) -> np.ndarray:
+    """The ``backend`` twin's labels of ``points`` with Autoware's parameters ``params``."""
     p = {**DEFAULTS, **params}
-    return EuclideanClusterer(config_of(p), "cpu").cluster(np.asarray(points, np.float32)).labels
+    clusterer = EuclideanClusterer(config_of(p), backend)
+    return clusterer.cluster(np.asarray(points, np.float32)).labels
 
 
 def test_two_z_layers_split_at_zero() -> None:
@@ -284,17 +292,17 @@ def test_float32_inverse_leaf_rule() -> None:
     assert linear_index(points, 0.3)[1] == 11
 
 
-def test_min_points_per_voxel_drops_voxel() -> None:
+def test_min_points_per_voxel_drops_voxel(backend: str) -> None:
     points = np.array([[0.1, 0.1, 1], [0.12, 0.1, 1], [0.5, 0.1, 1]], np.float32)
-    labels = _components(points, min_points_per_voxel=2, min_points_per_cluster=1)
+    labels = _components(backend, points, min_points_per_voxel=2, min_points_per_cluster=1)
     assert labels.tolist() == [0, 0, -1]
     grid = voxel_grid(points, 0.3, 2)
     assert grid.voxel_of_points().tolist() == [0, 0, -1]
 
 
-def test_nan_points_get_minus_one() -> None:
+def test_nan_points_get_minus_one(backend: str) -> None:
     points = np.array([[0.1, 0.1, 1], [np.nan, 0, 0], [0.2, 0.1, 1]], np.float32)
-    assert _components(points, min_points_per_cluster=1).tolist() == [0, -1, 0]
+    assert _components(backend, points, min_points_per_cluster=1).tolist() == [0, -1, 0]
 
 
 def test_split_long_line_pieces_within_bound() -> None:
@@ -449,9 +457,9 @@ def test_rounds_and_hash_inverse() -> None:
     assert np.array_equal(x, index)
 
 
-def test_split_in_the_pipeline() -> None:
+def test_split_in_the_pipeline(backend: str) -> None:
     line = np.stack([np.arange(300) * 0.3 + 0.15, np.full(300, 0.15), np.ones(300)], 1)
-    labels = _components(line, max_voxels_per_cluster=100, min_points_per_cluster=1)
+    labels = _components(backend, line, max_voxels_per_cluster=100, min_points_per_cluster=1)
     assert np.bincount(labels).tolist() == [75, 75, 75, 75]
 
 
@@ -461,19 +469,19 @@ def _column(n_per_voxel: int, voxels: int) -> np.ndarray:
     return np.stack([xs + jitter * 0.1, np.full(xs.shape, 0.15), np.ones(xs.shape)], 1)
 
 
-def test_thinning_threshold_is_strict_and_caps() -> None:
+def test_thinning_threshold_is_strict_and_caps(backend: str) -> None:
     # 65 voxels: not large (strict >); 66: large, each voxel keeps 10 of its 15.
-    small = _components(_column(15, 65), min_points_per_cluster=1)
+    small = _components(backend, _column(15, 65), min_points_per_cluster=1)
     assert (small >= 0).sum() == 65 * 15
-    large = _components(_column(15, 66), min_points_per_cluster=1)
+    large = _components(backend, _column(15, 66), min_points_per_cluster=1)
     assert (large >= 0).sum() == 66 * 10
     voxel = voxel_grid(_column(15, 66).astype(np.float32), 0.3, 1).voxel_of_points()
     assert np.bincount(voxel[large >= 0]).tolist() == [10] * 66
 
 
-def test_thinning_keeps_smallest_hashes_not_scan_order() -> None:
+def test_thinning_keeps_smallest_hashes_not_scan_order(backend: str) -> None:
     points = _column(15, 66).astype(np.float32)
-    labels = _components(points, min_points_per_cluster=1)
+    labels = _components(backend, points, min_points_per_cluster=1)
     first_voxel = np.arange(15)
     kept = first_voxel[labels[:15] >= 0]
     expected = first_voxel[np.argsort(hash32(first_voxel), kind="stable")[:10]]
@@ -481,19 +489,19 @@ def test_thinning_keeps_smallest_hashes_not_scan_order() -> None:
     assert kept.tolist() != list(range(10))
 
 
-def test_min_size_counts_points_after_thinning() -> None:
+def test_min_size_counts_points_after_thinning(backend: str) -> None:
     # 66 voxels of 15 points: 990 before thinning, 660 after.
     points = _column(15, 66)
-    assert (_components(points, min_points_per_cluster=660) >= 0).sum() == 660
-    assert (_components(points, min_points_per_cluster=661) >= 0).sum() == 0
+    assert (_components(backend, points, min_points_per_cluster=660) >= 0).sum() == 660
+    assert (_components(backend, points, min_points_per_cluster=661) >= 0).sum() == 0
 
 
-def test_overflow_guard_one_voxel_per_point() -> None:
+def test_overflow_guard_one_voxel_per_point(backend: str) -> None:
     # 20 km x 20 km at 0.3 m: over INT32_MAX cells; PCL returns the cloud unchanged.
     points = np.array([[0, 0, 1], [20000, 20000, 1], [0.1, 0, 1]], np.float32)
     assert linear_index(points, 0.3) is None
     assert voxel_grid(points, 0.3, 5).voxel_of_points().tolist() == [0, 1, 2]
-    assert _components(points, min_points_per_cluster=1).tolist() == [0, 1, 0]
+    assert _components(backend, points, min_points_per_cluster=1).tolist() == [0, 1, 0]
 
 
 def test_numbering_minus_one() -> None:
@@ -522,13 +530,111 @@ def test_config_validation() -> None:
 
 
 @pytest.mark.parametrize("method", ["union_find", "edge", "vertex"])
-def test_any_centroid_method_same_labels(method: str) -> None:
+def test_any_centroid_method_same_labels(backend: str, method: str) -> None:
     rng = np.random.default_rng(5)
     points = rng.uniform(-20, 20, (5000, 3)).astype(np.float32)
-    base = _components(points, min_points_per_cluster=1)
+    base = _components(backend, points, min_points_per_cluster=1)
     config = config_of({**DEFAULTS, "min_points_per_cluster": 1}, method=method)
-    result = EuclideanClusterer(config, "cpu").cluster(points)
+    result = EuclideanClusterer(config, backend).cluster(points)
     assert np.array_equal(result.labels, base) and result.method == method
+
+
+# ---- CUDA only: the CUDA twin against the CPU twin, label for label -----------------------------
+
+CUDA_FRAMES = ("kitti_000001.bin", "kitti_000008.bin", "nuscenes_lidar_top.pcd.bin")
+PARAMS = {
+    "defaults": {},
+    "no_split": {"max_voxels_per_cluster": 2**31 - 1},
+    "min_points_per_voxel_3": {"min_points_per_voxel": 3},
+    "tight": {
+        "max_voxels_per_cluster": 50,
+        "large_cluster_voxel_count_threshold": 5,
+        "large_cluster_max_points_per_voxel": 2,
+        "min_cluster_size": 3,
+    },
+    "leaf_0.5_edge": {"voxel_leaf_size": 0.5, "method": "edge", "d_th": 1.0},
+    "split_7": {"max_voxels_per_cluster": 7},
+    "split_1": {"max_voxels_per_cluster": 1, "large_cluster_voxel_count_threshold": 1},
+}
+
+
+def _config(**changes: object) -> ClusterConfig:
+    base = {"d_th": 0.7, "algorithm": "voxel_grid", "min_cluster_size": 10}
+    return ClusterConfig(**{**base, **changes})
+
+
+def _both(points: np.ndarray, config: ClusterConfig) -> tuple[np.ndarray, np.ndarray]:
+    cpu = EuclideanClusterer(config, "cpu").cluster(points)
+    gpu = EuclideanClusterer(config, "cuda").cluster(points)
+    assert np.array_equal(cpu.cluster_sizes, gpu.cluster_sizes)
+    return cpu.labels, gpu.labels
+
+
+@cuda_only
+@pytest.mark.parametrize("params", list(PARAMS))
+@pytest.mark.parametrize("name", CUDA_FRAMES)
+def test_frames_cuda_equals_cpu(load_frame, name: str, params: str) -> None:
+    cpu, gpu = _both(load_frame(name), _config(**PARAMS[params]))
+    assert np.array_equal(cpu, gpu)
+
+
+def _clouds() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(11)
+    blobs = (rng.uniform(-30, 30, (30, 1, 3)) + rng.normal(0, 1.0, (30, 500, 3))).reshape(-1, 3)
+    grid = np.stack(np.meshgrid(*[np.arange(40) * 0.3] * 2, [0.0]), -1).reshape(-1, 3)
+    boundaries = np.concatenate([grid, grid + np.float32(1e-7), grid - 1e-7, -grid])
+    dense = rng.normal(0, 0.05, (20000, 3))  # few voxels with thousands of points
+    line = np.stack([np.arange(20000) * 0.05, np.zeros(20000), rng.uniform(-1, 1, 20000)], 1)
+    nan = rng.uniform(-10, 10, (3000, 3))
+    nan[::7] = np.nan
+    far = np.concatenate([rng.uniform(-5, 5, (1000, 3)), [[30000.0, 30000.0, 0.0]]])
+    return {
+        "blobs": blobs,
+        "boundaries": boundaries,
+        "dense": dense,
+        "line": line,
+        "nan": nan,
+        "overflow_guard": far,
+        "one_point": np.array([[1.0, 2.0, 3.0]]),
+    }
+
+
+@cuda_only
+@pytest.mark.parametrize("params", list(PARAMS))
+@pytest.mark.parametrize("cloud", list(_clouds()))
+def test_clouds_cuda_equals_cpu(cloud: str, params: str) -> None:
+    points = _clouds()[cloud].astype(np.float32)
+    config = _config(**{**PARAMS[params], "min_cluster_size": 1})
+    cpu, gpu = _both(points, config)
+    assert np.array_equal(cpu, gpu)
+
+
+def test_empty_and_all_dropped(backend: str) -> None:
+    config = _config(min_points_per_voxel=5, min_cluster_size=1)
+    for points in (np.empty((0, 3), np.float32), np.array([[0, 0, 0], [5, 5, 5]], np.float32)):
+        result = EuclideanClusterer(config, backend).cluster(points)
+        assert result.labels.shape == (len(points),) and (result.labels < 0).all()
+        assert len(result.cluster_sizes) == 0
+
+
+@cuda_only
+@pytest.mark.parametrize("bound", [0, 1, 7, 100, 800])
+@pytest.mark.parametrize("cloud", list(split_clouds()))
+def test_split_cuda_equals_cpu(cloud: str, bound: int) -> None:
+    """The split alone: every round of many oversized pieces at once, ties, twin centroids."""
+    import cupy
+
+    from gpu_euclidean_cluster.cuda.autoware_voxel import _pieces
+
+    components, cx, cy = split_clouds()[cloud]
+    flat = np.stack((cx, cy, np.zeros_like(cx)), axis=1).astype(np.float32)
+    ids = np.unique(components, return_inverse=True)[1].reshape(-1).astype(np.int32)
+    with cupy.cuda.Device(0):
+        piece, piece_voxels = _pieces(0, cupy.asarray(flat), cupy.asarray(ids), bound)
+        piece, piece_voxels = piece.get(), piece_voxels.get()
+    want = split_oversized(components, cx, cy, bound)
+    assert np.array_equal(canonical(piece), canonical(want))
+    assert np.array_equal(piece_voxels[piece], np.bincount(piece)[piece])
 
 
 if __name__ == "__main__":

@@ -1,17 +1,22 @@
-"""RANSAC ground removal (``core/ground.py``'s rules, the NumPy twin, the frame stage), on the CPU.
+"""RANSAC ground removal (``core/ground.py``'s rules, the NumPy and CUDA twins, the frame stage).
 
 Simulated HDL-64E street scenes know their ground (``object_id`` 0): with the defaults (0.2 m,
 10 degrees, 256 hypotheses, seed 0) scenes 0..2 give ground recall 0.998..1.000 and precision
 0.93..0.95 (object points within 0.2 m of the road: wheels, feet, kerbs, count as ground). On
 KITTI frame 000001 the plane is about 1.66-1.67 m below the sensor (Velodyne mounted 1.73 m above
-the road) with its normal within 2 degrees of +z; 65 % of the points are ground. Real frames come
-from ``$LIDAR_DATA_DIR`` (default ``../shared/data`` beside the repository) and skip when absent.
+the road) with its normal within 2 degrees of +z; 65 % of the points are ground. Both twins
+(``backend`` fixture) meet these; the CUDA twin (``cuda/ground.py``) also equals the NumPy twin
+exactly (the same ground mask, the same plane bit for bit, the same best hypothesis and inlier
+count) on real frames and simulated scenes for several seeds, thresholds and slopes, and the stage
+through the CUDA pipeline equals it through the CPU pipeline. Real frames come from
+``$LIDAR_DATA_DIR`` (default ``../shared/data`` beside the repository) and skip when absent.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -20,32 +25,80 @@ import pytest
 from gpu_euclidean_cluster.clusterer import EuclideanClusterer, make_backend
 from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
 from gpu_euclidean_cluster.core.frame import DecodedFrame, FrameWindow
-from gpu_euclidean_cluster.core.ground import GroundSettings, ground_problems, sample_indices
+from gpu_euclidean_cluster.core.ground import (
+    GroundFit,
+    GroundSettings,
+    ground_problems,
+    sample_indices,
+)
 from gpu_euclidean_cluster.cpu.ground import fit_ground, plane_hypotheses
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
 from gpu_euclidean_cluster.tools.simulation import LidarSimulator, get_sensor, street_scene
 
+from .conftest import cuda_only, to_host
+
 DATA_DIR = Path(
     os.environ.get("LIDAR_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
+FRAMES = {"kitti_000001.bin": 4, "kitti_000008.bin": 4, "nuscenes_lidar_top.pcd.bin": 5}
+
+SETTINGS = [
+    GroundSettings(),
+    GroundSettings(distance_threshold=0.1, seed=7),
+    GroundSettings(distance_threshold=0.3, iterations=1000, seed=123),
+    GroundSettings(max_slope_deg=3.0, iterations=64, seed=2**64 - 1),
+    GroundSettings(distance_threshold=0.15, iterations=1, seed=42),
+]
 
 
-def kitti(name: str = "kitti_000001.bin") -> np.ndarray:
+def real_frame(name: str = "kitti_000001.bin") -> np.ndarray:
     path = DATA_DIR / name
     if not path.exists():
         pytest.skip(f"{path} not found")
-    return np.fromfile(path, dtype=np.float32).reshape(-1, 4)[:, :3].copy()
+    return np.fromfile(path, dtype=np.float32).reshape(-1, FRAMES[name])[:, :3].copy()
 
 
+@cache
 def simulated(seed: int):
     return LidarSimulator(get_sensor("hdl64e"), seed=seed).scan(street_scene(seed=seed))
 
 
+def fit_on(backend: str, xyz: np.ndarray, mask: np.ndarray | None, settings: GroundSettings):
+    """``fit_ground`` of the ``backend`` twin on host arrays, its ground mask back on the host."""
+    if backend == "cpu":
+        return fit_ground(xyz, mask, settings)
+    import cupy
+
+    from gpu_euclidean_cluster.cuda.ground import fit_ground as fit_gpu
+
+    device_mask = None if mask is None else cupy.asarray(mask)
+    fit = fit_gpu(cupy.asarray(xyz), device_mask, settings)
+    return GroundFit(cupy.asnumpy(fit.mask), fit.plane, fit.inliers, fit.hypothesis)
+
+
+def as_bytes(data: object) -> bytes:
+    return np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8).tobytes()
+
+
+def both(xyz: np.ndarray, mask: np.ndarray | None, settings: GroundSettings) -> GroundFit:
+    """The CPU twin's fit, after checking that the CUDA twin's is the same bit for bit."""
+    gpu = fit_on("cuda", xyz, mask, settings)
+    cpu = fit_on("cpu", xyz, mask, settings)
+    np.testing.assert_array_equal(gpu.mask, cpu.mask)
+    assert gpu.hypothesis == cpu.hypothesis and gpu.inliers == cpu.inliers
+    if cpu.plane is None:
+        assert gpu.plane is None
+    else:  # bit for bit
+        bits = np.array(gpu.plane).view(np.uint64), np.array(cpu.plane).view(np.uint64)
+        np.testing.assert_array_equal(*bits)
+    return cpu
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_simulated_ground_recall_and_precision(seed: int):
+def test_simulated_ground_recall_and_precision(backend: str, seed: int):
     scan = simulated(seed)
-    fit = fit_ground(scan.xyz, None, GroundSettings())
+    fit = fit_on(backend, scan.xyz, None, GroundSettings())
     truth = scan.object_id == 0
     hits = np.count_nonzero(fit.mask & truth)
     recall = hits / np.count_nonzero(truth)
@@ -58,9 +111,9 @@ def test_simulated_ground_recall_and_precision(seed: int):
     assert 1.6 < d < 1.8  # the simulated sensor's height above the road
 
 
-def test_kitti_plane_is_the_road_1_7_m_below_the_sensor():
-    xyz = kitti()
-    fit = fit_ground(xyz, np.isfinite(xyz).all(axis=1), GroundSettings())
+def test_kitti_plane_is_the_road_1_7_m_below_the_sensor(backend: str):
+    xyz = real_frame()
+    fit = fit_on(backend, xyz, np.isfinite(xyz).all(axis=1), GroundSettings())
     nx, ny, nz, d = fit.plane
     assert math.isclose(math.hypot(nx, ny, nz), 1.0, rel_tol=1e-12)
     assert nz >= math.cos(math.radians(2.0))
@@ -72,13 +125,13 @@ def test_kitti_plane_is_the_road_1_7_m_below_the_sensor():
     assert np.abs(distance).max() <= 0.2 + 1e-9
 
 
-def test_same_seed_same_result_other_seeds_differ():
+def test_same_seed_same_result_other_seeds_differ(backend: str):
     scan = simulated(0)
-    first = fit_ground(scan.xyz, None, GroundSettings(seed=5))
-    again = fit_ground(scan.xyz, None, GroundSettings(seed=5))
+    first = fit_on(backend, scan.xyz, None, GroundSettings(seed=5))
+    again = fit_on(backend, scan.xyz, None, GroundSettings(seed=5))
     assert first.plane == again.plane and first.hypothesis == again.hypothesis
     np.testing.assert_array_equal(first.mask, again.mask)
-    others = [fit_ground(scan.xyz, None, GroundSettings(seed=s)).plane for s in (6, 7, 8)]
+    others = [fit_on(backend, scan.xyz, None, GroundSettings(seed=s)).plane for s in (6, 7, 8)]
     assert any(plane != first.plane for plane in others)
     # The draws are a pure function of (seed, hypothesis, k): a batch equals its parts.
     whole = sample_indices(5, 0, 40, 1000)
@@ -101,34 +154,67 @@ def _wall_and_floor(tilt_deg: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     return xyz, is_floor
 
 
-def test_max_slope_rejects_a_vertical_wall():
+def test_max_slope_rejects_a_vertical_wall(backend: str):
     xyz, is_floor = _wall_and_floor()
-    fit = fit_ground(xyz, None, GroundSettings(distance_threshold=0.05))
+    fit = fit_on(backend, xyz, None, GroundSettings(distance_threshold=0.05))
     np.testing.assert_array_equal(fit.mask, is_floor)  # the wall has 3x the points
     assert fit.plane[2] == pytest.approx(1.0) and fit.plane[3] == pytest.approx(1.7)
-    wall_only = fit_ground(xyz[~is_floor], None, GroundSettings())
+    wall_only = fit_on(backend, xyz[~is_floor], None, GroundSettings())
     assert wall_only.plane is None and not wall_only.mask.any() and wall_only.hypothesis == -1
 
 
-def test_max_slope_accepts_a_gentle_slope_and_rejects_a_steeper_one():
+def test_max_slope_accepts_a_gentle_slope_and_rejects_a_steeper_one(backend: str):
     xyz, is_floor = _wall_and_floor(tilt_deg=5.0)
     floor = xyz[is_floor]
-    gentle = fit_ground(floor, None, GroundSettings(distance_threshold=0.05, max_slope_deg=10))
+    gentle = fit_on(backend, floor, None, GroundSettings(distance_threshold=0.05, max_slope_deg=10))
     assert gentle.mask.all()
     assert math.degrees(math.acos(gentle.plane[2])) == pytest.approx(5.0, abs=1e-6)
-    steep = fit_ground(floor, None, GroundSettings(distance_threshold=0.05, max_slope_deg=3))
+    steep = fit_on(backend, floor, None, GroundSettings(distance_threshold=0.05, max_slope_deg=3))
     assert steep.plane is None and not steep.mask.any()
 
 
-def test_only_candidates_are_ground_and_too_few_give_none():
+def test_only_candidates_are_ground_and_too_few_give_none(backend: str):
     scan = simulated(0)
     window = np.hypot(scan.xyz[:, 0], scan.xyz[:, 1]) < 20.0
-    fit = fit_ground(scan.xyz, window, GroundSettings())
+    fit = fit_on(backend, scan.xyz, window, GroundSettings())
     assert not (fit.mask & ~window).any() and fit.mask.any()
     two = np.zeros(len(scan.xyz), dtype=bool)
     two[:2] = True
-    none = fit_ground(scan.xyz, two, GroundSettings())
+    none = fit_on(backend, scan.xyz, two, GroundSettings())
     assert none.plane is None and none.inliers == 0 and not none.mask.any()
+
+
+def test_no_plane_on_a_wall_and_none_from_too_few_candidates(backend: str):
+    rng = np.random.default_rng(0)
+    wall = np.stack([np.full(3000, 6.0), rng.uniform(-10, 10, 3000), rng.uniform(0, 5, 3000)], 1)
+    few = np.zeros(len(wall), dtype=bool)
+    few[:2] = True
+    for mask in (None, few):
+        fit = fit_on(backend, wall, mask, GroundSettings())
+        assert fit.plane is None and fit.inliers == 0 and fit.hypothesis == -1
+        assert not fit.mask.any() and fit.mask.shape == (len(wall),)
+
+
+@cuda_only
+@pytest.mark.parametrize("name", list(FRAMES))
+@pytest.mark.parametrize("settings", SETTINGS)
+def test_real_frames_cuda_equals_cpu(name: str, settings: GroundSettings):
+    xyz = real_frame(name)
+    fit = both(xyz, np.isfinite(xyz).all(axis=1), settings)
+    # one hypothesis may be a steep plane, rejected by the slope limit: then no plane at all
+    assert fit.inliers > 0 or (settings.iterations == 1 and fit.plane is None)
+    in_range = np.hypot(xyz[:, 0], xyz[:, 1]) <= 30.0
+    both(xyz, in_range, settings)
+    both(xyz.astype(np.float64), in_range, settings)
+
+
+@cuda_only
+@pytest.mark.parametrize("scene", [0, 1])
+@pytest.mark.parametrize("settings", SETTINGS)
+def test_simulated_scenes_cuda_equals_cpu(scene: int, settings: GroundSettings):
+    xyz = simulated(scene).xyz
+    both(xyz, None, settings)
+    both(xyz.astype(np.float32), xyz[:, 0] > 0, settings)
 
 
 def test_degenerate_triples_are_rejected():
@@ -171,19 +257,19 @@ def test_every_problem_is_reported():
 
 
 @pytest.mark.parametrize("stage_settings", [GroundSettings(), GroundSettings(seed=3)])
-def test_stage_through_the_cpu_pipeline(stage_settings: GroundSettings):
+def test_stage_through_the_pipeline(backend: str, stage_settings: GroundSettings):
     scan = simulated(1)
     xyz = scan.xyz.astype(np.float32)
     stage = GroundRemoval(stage_settings)
     config = ClusterConfig(d_th=0.5)
     window = FrameWindow(max_range=60.0)
-    output = FramePipeline("cpu", stages=[stage]).process(from_xyz(xyz), config, window)
+    output = FramePipeline(backend, stages=[stage]).process(from_xyz(xyz), config, window)
     in_window = np.isfinite(xyz).all(axis=1) & (np.hypot(xyz[:, 0], xyz[:, 1]) <= 60.0)
     expected = fit_ground(xyz, in_window, stage_settings)
     assert output.ground is not None and isinstance(output.ground, np.ndarray)
     np.testing.assert_array_equal(output.ground, expected.mask)
     assert output.ground_plane == expected.plane
-    labels = np.asarray(output.result.labels)
+    labels = to_host(output.result.labels)  # CuPy where the frame ran on the GPU
     assert (labels[output.ground] == -1).all()
     direct = EuclideanClusterer(config, make_backend("cpu")).cluster(
         xyz, in_window & ~expected.mask
@@ -191,9 +277,26 @@ def test_stage_through_the_cpu_pipeline(stage_settings: GroundSettings):
     np.testing.assert_array_equal(labels, np.asarray(direct.labels))
     assert len(output.table) == len(direct.cluster_sizes) > 10
     # Without the stage the ground is one huge cluster, and there is no ground output.
-    plain = FramePipeline("cpu").process(from_xyz(xyz), config, window)
+    plain = FramePipeline(backend).process(from_xyz(xyz), config, window)
     assert plain.ground is None and plain.ground_plane is None
     assert int(plain.table["num_points"].max()) > np.count_nonzero(expected.mask) * 0.9
+
+
+@cuda_only
+def test_stage_through_cuda_pipeline_equals_cpu_pipeline():
+    xyz = simulated(0).xyz.astype(np.float32)
+    config = ClusterConfig(d_th=0.5)
+    window = FrameWindow(max_range=50.0)
+    outputs = [
+        FramePipeline(twin, stages=[GroundRemoval()]).process(from_xyz(xyz), config, window)
+        for twin in ("cuda", "cpu")
+    ]
+    gpu, cpu = outputs
+    assert isinstance(gpu.ground, np.ndarray)
+    np.testing.assert_array_equal(gpu.ground, cpu.ground)
+    assert gpu.ground_plane == cpu.ground_plane
+    assert as_bytes(gpu.labeled.data) == as_bytes(cpu.labeled.data)
+    np.testing.assert_array_equal(gpu.table, cpu.table)
 
 
 def test_stage_keeps_the_frame_points_and_reports_its_fit():

@@ -1,10 +1,14 @@
-"""Range bands and centroid merging (Autoware.ai's ``lidar_euclidean_cluster_detect``), on the CPU.
+"""Range bands and centroid merging (Autoware.ai's ``lidar_euclidean_cluster_detect``), both twins.
 
 ``ClusterConfig.clustering_ranges``/``clustering_distances`` cluster each horizontal-range band
 on its own with its own tolerance (``core/range_bands.py``); ``cluster_merge_threshold`` merges
 clusters whose x-y centroids are close (``core/merging.py``). The reference here is independent
 of both: every pair of a band compared with its own float32 arithmetic, components by SciPy, then
-every pair of centroids compared, components by SciPy again, twice.
+every pair of centroids compared, components by SciPy again, twice. The clustering tests run on
+both backends (``backend`` fixture); on real frames the CUDA twin's labels equal the CPU twin's,
+with Autoware.ai's defaults and with each part alone (skipped without a CUDA device). Real frames
+come from ``$LIDAR_DATA_DIR`` (default ``../shared/data`` beside the repository) and skip when
+absent.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from gpu_euclidean_cluster.tools.simulation import (
     street_scene,
 )
 
+from .conftest import cuda_only
+
 DATA_DIR = Path(
     os.environ.get("LIDAR_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
@@ -56,8 +62,9 @@ AUTOWARE = {
 }
 
 
-def run(points: np.ndarray, **config: object) -> np.ndarray:
-    return EuclideanClusterer(ClusterConfig(**config), backend="cpu").cluster(points).labels
+def run(backend: str, points: np.ndarray, **config: object) -> np.ndarray:
+    """The labels of the ``backend`` twin's clustering of host ``points``."""
+    return EuclideanClusterer(ClusterConfig(**config), backend=backend).cluster(points).labels
 
 
 def canonical(components: np.ndarray, min_size: int = 1, max_size: int = 2**31 - 1) -> np.ndarray:
@@ -215,17 +222,17 @@ def test_range_is_rounded_to_float32_as_autoware_ai():
     assert band_of_points(point, AUTOWARE_RANGES).tolist() == [1]
 
 
-def test_points_of_different_bands_never_join():
+def test_points_of_different_bands_never_join(backend):
     points = np.array([[14.9, 0, 0], [15.1, 0, 0], [15.3, 0, 0]], dtype=np.float32)
-    assert run(points, d_th=0.5).tolist() == [0, 0, 0]
-    labels = run(points, clustering_ranges=(15.0,), clustering_distances=(0.5, 0.5))
+    assert run(backend, points, d_th=0.5).tolist() == [0, 0, 0]
+    labels = run(backend, points, clustering_ranges=(15.0,), clustering_distances=(0.5, 0.5))
     assert labels.tolist() == [1, 0, 0]
 
 
-def test_each_band_uses_its_own_tolerance():
+def test_each_band_uses_its_own_tolerance(backend):
     # Two pairs 0.8 m apart: the near one (tolerance 0.5) splits, the far one (1.0) joins.
     points = np.array([[5, 0, 0], [5.8, 0, 0], [20, 0, 0], [20.8, 0, 0]], dtype=np.float32)
-    labels = run(points, clustering_ranges=(10.0,), clustering_distances=(0.5, 1.0))
+    labels = run(backend, points, clustering_ranges=(10.0,), clustering_distances=(0.5, 1.0))
     assert labels[2] == labels[3] and len({labels[0], labels[1], labels[2]}) == 3
 
 
@@ -268,44 +275,44 @@ def test_default_config_is_unchanged_on_a_real_frame():
     np.testing.assert_array_equal(result.labels, expected)
     assert result.num_clusters == 1724  # pcl::EuclideanClusterExtraction's count at 0.5 m
     # One band holding every point is plain clustering with its tolerance.
-    one_band = run(points, clustering_ranges=(1e9,), clustering_distances=(0.5, 3.0))
+    one_band = run("cpu", points, clustering_ranges=(1e9,), clustering_distances=(0.5, 3.0))
     np.testing.assert_array_equal(one_band, result.labels)
 
 
 # ---- merging ------------------------------------------------------------------------------------
 
 
-def test_merging_is_transitive():
+def test_merging_is_transitive(backend):
     # Three single points 1 m apart in a row: A-B and B-C within 1.2 m, A-C not.
     points = np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0], [9, 0, 0]], dtype=np.float32)
-    labels = run(points, d_th=0.5, cluster_merge_threshold=1.2)
+    labels = run(backend, points, d_th=0.5, cluster_merge_threshold=1.2)
     assert labels.tolist() == [0, 0, 0, 1]
-    assert run(points, d_th=0.5).tolist() == [0, 1, 2, 3]
+    assert run(backend, points, d_th=0.5).tolist() == [0, 1, 2, 3]
 
 
-def test_merging_is_inclusive_and_two_dimensional():
+def test_merging_is_inclusive_and_two_dimensional(backend):
     # Centroids exactly 1.5 m apart in x-y, 10 m apart in z: merged (Autoware.ai: <=, x-y only).
     points = np.array([[0, 0, 0], [1.5, 0, 10], [3.25, 0, 0]], dtype=np.float32)
-    assert run(points, d_th=0.5, cluster_merge_threshold=1.5).tolist() == [0, 0, 1]
+    assert run(backend, points, d_th=0.5, cluster_merge_threshold=1.5).tolist() == [0, 0, 1]
 
 
-def test_second_pass_uses_the_merged_centroids():
+def test_second_pass_uses_the_merged_centroids(backend):
     # A and B merge (1.4 m); C is 1.61 m from both but 1.45 m from their merged centroid.
     points = np.array([[0, 0, 0], [1.4, 0, 0], [0.7, 1.45, 0]], dtype=np.float32)
     ids = np.arange(3)
     assert same_partition(merge_components(points, ids, 1.5, passes=1), np.array([0, 0, 1]))
     assert same_partition(merge_components(points, ids, 1.5), np.array([0, 0, 0]))
-    assert run(points, d_th=0.5, cluster_merge_threshold=1.5).tolist() == [0, 0, 0]
+    assert run(backend, points, d_th=0.5, cluster_merge_threshold=1.5).tolist() == [0, 0, 0]
 
 
-def test_merging_is_deterministic_under_any_point_order_and_ids():
+def test_merging_is_deterministic_under_any_point_order_and_ids(backend):
     rng = np.random.default_rng(7)
     points = rng.uniform(-20, 20, (800, 3)).astype(np.float32)
     points[:, 2] *= 0.1
     config = {"clustering_ranges": (8.0, 16.0), "clustering_distances": (0.9, 1.3, 1.8)}
-    labels = run(points, cluster_merge_threshold=2.0, **config)
+    labels = run(backend, points, cluster_merge_threshold=2.0, **config)
     order = rng.permutation(len(points))
-    shuffled = run(points[order], cluster_merge_threshold=2.0, **config)
+    shuffled = run(backend, points[order], cluster_merge_threshold=2.0, **config)
     assert same_partition(shuffled, labels[order])
     # Renaming the components changes nothing.
     components = reference_bands(
@@ -317,15 +324,15 @@ def test_merging_is_deterministic_under_any_point_order_and_ids():
     )
 
 
-def test_merging_applies_before_the_size_filter():
+def test_merging_applies_before_the_size_filter(backend):
     # Two clusters of 3 points whose centroids are 1 m apart.
     left = np.array([[0, 0, 0], [0.1, 0, 0], [0.2, 0, 0]], dtype=np.float32)
     points = np.concatenate([left, left + np.float32([1, 0, 0])])
-    assert run(points, d_th=0.15, min_cluster_size=5).tolist() == [-1] * 6
-    merged = run(points, d_th=0.15, min_cluster_size=5, cluster_merge_threshold=1.5)
+    assert run(backend, points, d_th=0.15, min_cluster_size=5).tolist() == [-1] * 6
+    merged = run(backend, points, d_th=0.15, min_cluster_size=5, cluster_merge_threshold=1.5)
     assert merged.tolist() == [0] * 6
-    assert run(points, d_th=0.15, max_cluster_size=5).tolist() == [0, 0, 0, 1, 1, 1]
-    too_big = run(points, d_th=0.15, max_cluster_size=5, cluster_merge_threshold=1.5)
+    assert run(backend, points, d_th=0.15, max_cluster_size=5).tolist() == [0, 0, 0, 1, 1, 1]
+    too_big = run(backend, points, d_th=0.15, max_cluster_size=5, cluster_merge_threshold=1.5)
     assert too_big.tolist() == [-1] * 6
 
 
@@ -372,7 +379,7 @@ def test_merge_components_with_sparse_ids_and_nothing_to_merge():
 
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("merge", [0.0, 1.5, 3.0])
-def test_random_clouds_equal_the_reference(seed, merge):
+def test_random_clouds_equal_the_reference(backend, seed, merge):
     rng = np.random.default_rng(seed)
     n = 700
     points = np.empty((n, 3), dtype=np.float32)
@@ -381,6 +388,7 @@ def test_random_clouds_equal_the_reference(seed, merge):
     ranges, distances = (10.0, 20.0, 30.0), (0.9, 1.4, 1.9, 2.4)
     expected = reference_labels(points, ranges, distances, merge)
     labels = run(
+        backend,
         points,
         clustering_ranges=ranges,
         clustering_distances=distances,
@@ -390,26 +398,68 @@ def test_random_clouds_equal_the_reference(seed, merge):
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_simulated_scenes_equal_the_reference(seed):
+def test_simulated_scenes_equal_the_reference(backend, seed):
     scan = LidarSimulator(VLP16, seed=seed).scan(street_scene(seed=seed))
     points = scan.xyz[scan.object_id != GROUND_ID]  # as Autoware.ai, which removes the ground
     for min_size in (1, 20):
         expected = reference_labels(
             points, AUTOWARE_RANGES, AUTOWARE_DISTANCES, AUTOWARE_MERGE, min_size, 100000
         )
-        labels = run(points, min_cluster_size=min_size, max_cluster_size=100000, **AUTOWARE)
+        labels = run(
+            backend, points, min_cluster_size=min_size, max_cluster_size=100000, **AUTOWARE
+        )
         np.testing.assert_array_equal(labels, expected)
     bands_only = reference_labels(points, AUTOWARE_RANGES, AUTOWARE_DISTANCES, 0.0)
-    labels = run(points, clustering_ranges=AUTOWARE_RANGES, clustering_distances=AUTOWARE_DISTANCES)
+    labels = run(
+        backend, points, clustering_ranges=AUTOWARE_RANGES, clustering_distances=AUTOWARE_DISTANCES
+    )
     np.testing.assert_array_equal(labels, bands_only)
 
 
-def test_masked_and_non_finite_points_stay_out():
+def test_masked_and_non_finite_points_stay_out(backend):
     points = np.array(
         [[0, 0, 0], [np.nan, 0, 0], [0.3, 0, 0], [20, 0, 0], [20.4, 0, 0]], dtype=np.float32
     )
     mask = np.array([True, True, True, False, True])
-    result = EuclideanClusterer(ClusterConfig(**AUTOWARE), backend="cpu").cluster(points, mask)
+    result = EuclideanClusterer(ClusterConfig(**AUTOWARE), backend=backend).cluster(points, mask)
     assert result.labels.tolist() == [0, -1, 0, -1, 1]
-    empty = EuclideanClusterer(ClusterConfig(**AUTOWARE), backend="cpu").cluster(points[:0])
+    empty = EuclideanClusterer(ClusterConfig(**AUTOWARE), backend=backend).cluster(points[:0])
     assert empty.labels.shape == (0,)
+
+
+# ---- CUDA only: the CUDA twin against the CPU twin on real frames -------------------------------
+
+FRAMES = ("kitti_000001.bin", "kitti_000008.bin", "nuscenes_lidar_top.pcd.bin")
+CUDA_CONFIGS: dict[str, dict[str, object]] = {
+    "autoware": AUTOWARE,
+    "autoware_sizes": {**AUTOWARE, "min_cluster_size": 20, "max_cluster_size": 100000},
+    "bands": {"clustering_ranges": AUTOWARE_RANGES, "clustering_distances": AUTOWARE_DISTANCES},
+    "merge": {"cluster_merge_threshold": AUTOWARE_MERGE},
+}
+
+
+@cuda_only
+@pytest.mark.parametrize("config", sorted(CUDA_CONFIGS))
+@pytest.mark.parametrize("frame", FRAMES)
+def test_cuda_equals_cpu_on_real_frames(frame, config):
+    points = load_frame(frame)
+    cfg = ClusterConfig(**CUDA_CONFIGS[config])
+    cpu = EuclideanClusterer(cfg, backend="cpu").cluster(points)
+    cuda = EuclideanClusterer(cfg, backend="cuda").cluster(points)
+    assert isinstance(cuda.labels, np.ndarray)
+    np.testing.assert_array_equal(cuda.labels, cpu.labels)
+    np.testing.assert_array_equal(cuda.cluster_sizes, cpu.cluster_sizes)
+    assert cuda.num_components == cpu.num_components
+    assert cpu.num_clusters > 0
+
+
+@cuda_only
+def test_cupy_input_gives_cupy_labels_equal_to_the_cpu():
+    import cupy
+
+    points = load_frame("kitti_000001.bin")
+    cfg = ClusterConfig(**CUDA_CONFIGS["autoware"])
+    cpu = EuclideanClusterer(cfg, backend="cpu").cluster(points)
+    cuda = EuclideanClusterer(cfg, backend="cuda").cluster(cupy.asarray(points))
+    assert isinstance(cuda.labels, cupy.ndarray)
+    np.testing.assert_array_equal(cuda.labels.get(), cpu.labels)

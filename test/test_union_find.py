@@ -299,16 +299,42 @@ def _oracle(cache: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, float,
     return points, d_th, cache[name]
 
 
-# ---- CPU twin ---------------------------------------------------------------------------------
+def components_on(backend: str, points: np.ndarray, d_th: float, search: str) -> np.ndarray:
+    """The ``backend`` twin's union-find component ids of ``points``, on the host."""
+    if backend == "cuda":
+        return gpu_components(0, points, d_th, search)[0]
+    got = union_find_components(points, d_th, search)
+    assert got.dtype == np.int32 and got.shape == (len(points),)
+    assert got.size == 0 or (got.min() >= 0 and got.max() < len(points))
+    return got
+
+
+# ---- both twins -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("search", SEARCHES)
 @pytest.mark.parametrize("name", list(CLOUDS))
-def test_cpu_matches_oracle(name: str, search: str, oracle_cache) -> None:
+def test_matches_oracle(backend: str, name: str, search: str, oracle_cache) -> None:
+    """Every oracle cloud on both twins, the subnormal-threshold one included: on CUDA,
+    common.cuh evaluates the rule in inline PTX without .ftz, so CuPy's -ftz=true cannot flush
+    subnormal values."""
     points, d_th, expected = _oracle(oracle_cache, name)
-    got = union_find_components(points, d_th, search)
-    assert got.dtype == np.int32 and got.shape == (len(points),)
+    got = components_on(backend, points, d_th, search)
     assert np.array_equal(canonical(got), expected)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+@pytest.mark.parametrize("search", SEARCHES)
+def test_tiny_clouds(backend: str, n: int, search: str) -> None:
+    points = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0]], dtype=np.float32)[:n]
+    near = components_on(backend, points, 0.5, search)
+    far = components_on(backend, points, 0.3, search)  # 0.3 apart: not below 0.3
+    assert near.dtype == np.int32 and len(near) == n
+    assert len(np.unique(near)) == min(n, 1)
+    assert len(np.unique(far)) == n
+
+
+# ---- CPU twin ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", list(CLOUDS))
@@ -360,17 +386,6 @@ def test_ulp_ties_really_tie() -> None:
     thr = threshold_sq(d_th)
     assert np.any(sq == thr)
     assert np.any(sq < thr) and np.any(sq > thr)
-
-
-@pytest.mark.parametrize("n", [0, 1, 2])
-@pytest.mark.parametrize("search", SEARCHES)
-def test_cpu_tiny_clouds(n: int, search: str) -> None:
-    points = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0]], dtype=np.float32)[:n]
-    near = union_find_components(points, 0.5, search)
-    far = union_find_components(points, 0.3, search)  # 0.3 apart: not below 0.3
-    assert near.dtype == np.int32 and len(near) == n
-    assert len(np.unique(near)) == min(n, 1)
-    assert len(np.unique(far)) == n
 
 
 def test_search_must_be_known() -> None:
@@ -445,6 +460,7 @@ def test_cpu_memory_is_bounded_on_dense_clouds() -> None:
 
 @pytest.mark.parametrize("frame", list(FRAMES))
 def test_cpu_real_frames_match_pcl(frame: str) -> None:
+    """The range search only: the CPU's exhaustive search compares all pairs, too slow here."""
     points = load_frame(frame)
     for d_th, count in FRAMES[frame][1].items():
         assert len(np.unique(union_find_components(points, d_th))) == count, d_th
@@ -474,31 +490,6 @@ def gpu_components(device_id: int, points: np.ndarray, d_th: float, search: str)
     assert got.dtype == np.int32 and got.shape == (len(points),)
     assert got.size == 0 or (got.min() >= 0 and got.max() < len(points))
     return got, result
-
-
-#: Every oracle cloud, the subnormal-threshold one included: common.cuh evaluates the rule in
-#: inline PTX without .ftz, so CuPy's -ftz=true cannot flush subnormal values.
-GPU_CLOUDS = list(CLOUDS)
-
-
-@gpu
-@pytest.mark.parametrize("search", SEARCHES)
-@pytest.mark.parametrize("name", GPU_CLOUDS)
-def test_gpu_matches_oracle(name: str, search: str, device_id, oracle_cache) -> None:
-    points, d_th, expected = _oracle(oracle_cache, name)
-    got, _ = gpu_components(device_id, points, d_th, search)
-    assert np.array_equal(canonical(got), expected)
-
-
-@gpu
-@pytest.mark.parametrize("n", [0, 1, 2])
-@pytest.mark.parametrize("search", SEARCHES)
-def test_gpu_tiny_clouds(n: int, search: str, device_id) -> None:
-    points = np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0]], dtype=np.float32)[:n]
-    near, _ = gpu_components(device_id, points, 0.5, search)
-    far, _ = gpu_components(device_id, points, 0.3, search)
-    assert len(np.unique(near)) == min(n, 1)
-    assert len(np.unique(far)) == n
 
 
 @gpu
