@@ -6,7 +6,8 @@ library as any user would (``gpu_euclidean_cluster...``) and never the other way
 They reproduce the experiments of Section 5 of the paper (the synthetic sweeps of Table 2 and the
 real-frame runs of Figs. 13-14) for every method x search combination, measure CPU peers (and
 ArborX, a GPU peer) in the same run on the same machine, and write JSON, CSV and matplotlib
-figures; results of the GPU reports live in ``benchmarks/results/``.
+figures; the GPU reports are kept in ``benchmarks/results/``, one page and one archive of raw
+files per date.
 
 Modules, one concept each:
 
@@ -22,7 +23,9 @@ Modules, one concept each:
 - :mod:`.plots`: figures in the style of the paper's Figs. 4-14.
 - :mod:`.targets`: the project's performance targets checked against measured numbers.
 - :mod:`.node_bench`, :mod:`.node_driver`: end-to-end latency of the ROS node.
-- :mod:`.reliability`, :mod:`.reliability_harness`, :mod:`.reliability_matrix`: the node as its
-  own process under floods, a soak and malformed messages.
 - :mod:`.publish_cost`: what publishing the node's outputs costs in Python.
+- :mod:`.stage_split`: the GPU graphs' steps timed stage by stage.
+
+The node's robustness under floods, a soak, malformed messages and hostile input is a test suite
+(``test/robustness/``, ``python -m test.robustness``): it imports these records, never the reverse.
 """

@@ -1,4 +1,4 @@
-"""Bird's-eye figures of Autoware.ai's pipeline on kitti_000001, for the README.
+"""Bird's-eye figures of Autoware.ai's pipeline on kitti_000001, for docs/autoware.md.
 
     python -m benchmarks.autoware_ai_figure --output docs/figures/
 

@@ -11,9 +11,6 @@ benchmarks are no part of the installed package. Sub-commands (each writes into 
 - ``stress``: dense, huge and high-degree clouds (identical points, a 2 m cube, kitti_000001 at
   5 / 20 / 100 m, 2 M points, mean degree 1 000 and 10 000): time, peak GPU memory, correctness.
 - ``node``: end-to-end latency and the highest sustained rate of the ROS node.
-- ``reliability``: the node as its own process under floods, a soak and malformed messages, and
-  the hostile-input suite (an attack's cases against the tools, the node's start-up and the
-  launch files; ``--attack-only`` runs it alone).
 - ``autoware``: exact clustering against Autoware's voxel-grid variant, on frames and simulated
   scenes, with Autoware's own library as a peer when ``--peer`` names it.
 - ``ai-pipeline``: Autoware.ai's pipeline (ground, bands, merging, boxes) in the frame layer on one
@@ -30,7 +27,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,13 +78,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    return run_reporting_failures(PROG, args.run, args)
+
+
+def run_reporting_failures(
+    prog: str, run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace
+) -> int:
+    """``run(args)``'s exit status; an expected failure prints one line, ``<prog>: error:
+    <reason>``, and gives 2 (Ctrl-C: 130)."""
     try:
-        return int(args.run(args) or 0)
+        return int(run(args) or 0)
     except (BenchError, ValueError, OSError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
 
 
@@ -162,18 +167,6 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     node = sub.add_parser("node", help="node end to end: receive -> publish latency, max rate")
     _add_node_options(node)
     node.set_defaults(run=run_node)
-
-    reliability = sub.add_parser(
-        "reliability",
-        help="the node as its own process under floods, a soak and malformed messages",
-        description="Flood the node (as its own process) at 50 and 200 Hz, soak it with 2000 "
-        "frames while sampling its RSS, send a matrix of malformed PointCloud2 messages, and run "
-        "the hostile-input suite (files, bags, options, start-up inputs and launch files, each "
-        "case its own process); writes reliability.json and checks crashes, tracebacks, wrong "
-        "outputs, refusals of valid input, peak memory, RSS slope and drop reporting.",
-    )
-    _add_reliability_options(reliability)
-    reliability.set_defaults(run=run_reliability)
 
     plot = sub.add_parser("plot", help="redraw the PNGs from the JSON files in --output")
     _add_output_option(plot)
@@ -480,96 +473,6 @@ def run_node(args: argparse.Namespace) -> int:
     print(f"wrote {args.output / 'node.json'}")
     _report_targets(args.output)
     return 0
-
-
-def _add_reliability_options(parser: argparse.ArgumentParser) -> None:
-    from .reliability import ReliabilityOptions
-
-    d = ReliabilityOptions()
-    _add_output_option(parser)
-    parser.add_argument(
-        "--backend", choices=BACKENDS, default=d.backend, help=f"node backend (default {d.backend})"
-    )
-    parser.add_argument("--frame", type=Path, default=None, help="cloud file to send")
-    parser.add_argument(
-        "--soak-frames",
-        type=int,
-        default=d.soak_frames,
-        help=f"frames of the soak (default {d.soak_frames})",
-    )
-    parser.add_argument(
-        "--flood-duration-s",
-        type=float,
-        default=d.flood_duration_s,
-        help=f"seconds per flood step (default {d.flood_duration_s:g})",
-    )
-    parser.add_argument(
-        "--damaged-bags",
-        type=int,
-        default=d.damaged_bags,
-        metavar="N",
-        help=f"randomly damaged copies of a valid bag per storage in the hostile-input suite "
-        f"(default {d.damaged_bags})",
-    )
-    parser.add_argument(
-        "--attack-only",
-        action="store_true",
-        help="run only the hostile-input suite (no node floods, soak or matrix); writes "
-        "attack.json",
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="CI mode: CPU backend, small cloud, short run"
-    )
-
-
-def run_reliability(args: argparse.Namespace) -> int:
-    from .reliability import (
-        QUICK_OPTIONS,
-        ReliabilityOptions,
-        format_reliability,
-        run_reliability,
-    )
-
-    options = (
-        QUICK_OPTIONS
-        if args.quick
-        else ReliabilityOptions(
-            backend=args.backend,
-            frame=args.frame,
-            soak_frames=args.soak_frames,
-            flood_duration_s=args.flood_duration_s,
-            log_dir=args.output / "reliability_logs",
-            damaged_bags=args.damaged_bags,
-        )
-    )
-    if args.attack_only:
-        return run_attack_only(options, args.output)
-    report = run_reliability(options)
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "reliability.json").write_text(json.dumps(report.as_dict(), indent=1) + "\n")
-    print(format_reliability(report))
-    print(f"wrote {args.output / 'reliability.json'}")
-    return 0 if report.passed else 1
-
-
-def run_attack_only(options: Any, output: Path) -> int:
-    """The hostile-input suite alone: each case as it ends, the totals, the targets."""
-    from .reliability import attack_inputs, check_attack
-    from .reliability_attack import format_attack, run_attack
-    from .targets import format_targets
-
-    def show(case: Any) -> None:
-        print(f"{case.group} {case.name}: {case.outcome} (exit {case.exit_code})", flush=True)
-
-    report = run_attack(*attack_inputs(options), progress=show, backend=options.backend)
-    targets = check_attack(report)
-    output.mkdir(parents=True, exist_ok=True)
-    result = {**report.as_dict(), "targets": [t.as_dict() for t in targets]}
-    (output / "attack.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(format_attack(report))
-    print(format_targets(targets))
-    print(f"wrote {output / 'attack.json'}")
-    return 0 if all(t.status == "met" for t in targets) else 1
 
 
 def node_options(args: argparse.Namespace) -> NodeBenchOptions:

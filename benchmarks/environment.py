@@ -1,4 +1,5 @@
-"""What a benchmark run was measured on: machine, device, software versions, command, git commit.
+"""What a benchmark run was measured on: machine, device, software versions, command, git commit;
+and the private ROS domains its node processes run in.
 
 The device is described by the backend itself (``Backend.describe``).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import random
 import shlex
 import subprocess
 import sys
@@ -22,6 +24,9 @@ from .rows import RunMeta
 
 if TYPE_CHECKING:
     from gpu_euclidean_cluster.clusterer import Backend
+
+#: Private ROS domains, above the ids the test suite picks (101..200) and within Fast DDS's ports.
+DOMAIN_IDS = (201, 232)
 
 
 def run_metadata(argv: Sequence[str], backend: Backend) -> RunMeta:
@@ -80,3 +85,8 @@ def python_command() -> list[str]:
     if Path(sys.argv[0]).name == "__main__.py":
         return ["python", "-m", Path(sys.argv[0]).parent.name, *sys.argv[1:]]
     return [Path(sys.argv[0]).name, *sys.argv[1:]]
+
+
+def private_domain_id() -> int:
+    """A random ROS domain id for one benchmark run."""
+    return random.randint(*DOMAIN_IDS)

@@ -46,6 +46,7 @@ from gpu_euclidean_cluster.ros.frame_stats import STAGES, StatsSnapshot
 from gpu_euclidean_cluster.ros.qos import DEFAULT_RELIABILITY
 
 from .cases import data_dir
+from .environment import DOMAIN_IDS
 from .errors import BenchError
 from .node_driver import (
     DISCOVERY_TIMEOUT_S,
@@ -55,7 +56,6 @@ from .node_driver import (
     DriveRequest,
     drive,
 )
-from .reliability_harness import DOMAIN_IDS
 from .rows import NodeReport, NodeStep
 from .stats import median, p99
 
@@ -372,7 +372,7 @@ def _rate_steps(
 
 def _private_domain(index: int) -> int:
     """A ROS domain for one cross-process step, apart from other runs on the host: within the
-    benchmarks' ids (``reliability_harness.DOMAIN_IDS``), outside the test suite's (101..200)."""
+    benchmarks' ids (``environment.DOMAIN_IDS``), outside the test suite's (101..200)."""
     low, high = DOMAIN_IDS
     return low + (os.getpid() * 7 + index) % (high - low + 1)
 

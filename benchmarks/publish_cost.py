@@ -237,7 +237,7 @@ def measure_publish_sweep(repeats: int = 50, budget_s: float = 3.0) -> list[Swee
     from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr
     from gpu_euclidean_cluster.ros.transport import ENV, LARGE_CLOUD_TRANSPORTS
 
-    from .reliability_harness import private_domain_id
+    from .environment import private_domain_id
 
     os.environ.setdefault(ENV, LARGE_CLOUD_TRANSPORTS)  # the node's own setting
     domain = private_domain_id()

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Produces the GPU report under benchmarks/results/: run on a CUDA machine from the repository
-# root (the benchmarks run from the checkout: `python -m benchmarks`), with the library importable
-# (installed, or the repository root on PYTHONPATH) and $LIDAR_DATA_DIR set.
+# Produces a GPU report's raw results in OUTDIR (summarised by date in benchmarks/results/): run
+# on a CUDA machine from the repository root (the benchmarks run from the checkout: `python -m
+# benchmarks`), with the library importable (installed, or the repository root on PYTHONPATH) and
+# $LIDAR_DATA_DIR set.
 #
 #   bash benchmarks/run_gpu_report.sh tests OUTDIR       # every GPU test (pytest -m gpu)
 #   bash benchmarks/run_gpu_report.sh frames_stress OUTDIR   # frames + ArborX, then stress
 #   bash benchmarks/run_gpu_report.sh node OUTDIR        # node pipeline profile, node bench
 #   bash benchmarks/run_gpu_report.sh autoware OUTDIR    # exact vs voxel_grid; node with objects
-#   bash benchmarks/run_gpu_report.sh reliability OUTDIR # reliability on the CUDA node
+#   bash benchmarks/run_gpu_report.sh reliability OUTDIR # robustness suites on the CUDA node
 #   bash benchmarks/run_gpu_report.sh synthetic OUTDIR [EXPERIMENTS] [--resume]
 #   bash benchmarks/run_gpu_report.sh stress OUTDIR [--resume]     # the stress set
 #   bash benchmarks/run_gpu_report.sh bench OUTDIR       # frames + stress + synthetic, <= ~8 min
@@ -132,9 +133,10 @@ autoware)
     ;;
 reliability)
     environment
-    timeout 330 "${cli[@]}" reliability --backend cuda --output "$out/reliability" \
+    # The robustness suites live under test/ (test/robustness/), run as a module from the root.
+    timeout 330 python -m test.robustness --backend cuda --output "$out/reliability" \
         > "$out/reliability.log" 2>&1
-    echo "reliability benchmark exit $?" >> "$out/reliability.log"
+    echo "robustness suites exit $?" >> "$out/reliability.log"
     ;;
 synthetic)
     environment

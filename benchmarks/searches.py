@@ -17,9 +17,10 @@ comparison, 120 k queries (kitti_000001 moved as by a car between two sweeps: 1 
 ties to the smallest index) against SciPy's ``cKDTree`` (build, ``query(k=1)`` on one core and on
 all).
 
-Writes ``searches.json`` (every row and the run's environment), ``searches.md`` (the tables)
-and, where matplotlib imports, ``searches_size.png``, ``searches_d_th.png`` (build and query time
-per structure) and ``searches_nn.png``; ``--replot`` redraws those from the JSON.
+Writes ``<output>/searches.json`` (every row and the run's environment), ``<output>/searches.md``
+(the tables) and, where matplotlib imports, ``searches_size.png``, ``searches_d_th.png`` (build
+and query time per structure) and ``searches_nn.png`` beside them; ``--replot`` redraws those from
+the JSON.
 """
 
 from __future__ import annotations

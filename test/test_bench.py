@@ -15,8 +15,9 @@ import math
 import stat
 import subprocess
 import sys
+import tarfile
 from dataclasses import asdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pytest
@@ -604,7 +605,6 @@ SUBCOMMANDS = (
     "frames",
     "stress",
     "node",
-    "reliability",
     "autoware",
     "ai-pipeline",
     "plot",
@@ -663,7 +663,6 @@ def test_installed_command_has_no_bench() -> None:
 
 def test_the_package_carries_no_benchmark_code() -> None:
     """setup.py packages the library only, and the library never imports the benchmarks."""
-    import ast
     import os
     import warnings
 
@@ -683,13 +682,47 @@ def test_the_package_carries_no_benchmark_code() -> None:
     library = REPO_ROOT / "gpu_euclidean_cluster"
     assert not (library / "bench").exists() and not (library / "commands" / "bench.py").exists()
     for path in library.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = (
-                [a.name for a in node.names] if isinstance(node, ast.Import)
-                else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
-                else []
-            )  # fmt: skip
-            assert not any(n.split(".")[0] == "benchmarks" for n in names), path
+        assert "benchmarks" not in _imported_packages(path), path
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """The first names of the absolute imports of ``path`` (in functions too)."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add((node.module or "").split(".")[0])
+    return names
+
+
+def test_the_benchmarks_import_nothing_of_the_tests() -> None:
+    """The robustness suites under test/ import the benchmarks' records, never the reverse."""
+    for path in sorted((REPO_ROOT / "benchmarks").rglob("*.py")):
+        assert "test" not in _imported_packages(path), path
+    # the checker sees an import inside a function
+    assert "benchmarks" in _imported_packages(REPO_ROOT / "test" / "robustness" / "reliability.py")
+
+
+def test_python_m_test_robustness_runs_from_the_repository_root(tmp_path: Path) -> None:
+    """As run_gpu_report.sh's ``reliability`` phase runs it; an expected failure is one line."""
+    command = [sys.executable, "-m", "test.robustness"]
+    done = subprocess.run(
+        [*command, "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m test.robustness")
+    assert "--attack-only" in done.stdout and "--backend" in done.stdout
+    missing = tmp_path / "absent.bin"
+    argv = ["--attack-only", "--frame", str(missing), "--output", str(tmp_path / "out")]
+    done = subprocess.run(
+        [*command, *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr == f"python -m test.robustness: error: frame {missing} not found\n"
+    assert not (tmp_path / "out").exists()
 
 
 def test_rows_serialise_with_the_columns_of_their_fields() -> None:
@@ -701,16 +734,44 @@ def test_rows_serialise_with_the_columns_of_their_fields() -> None:
     assert ResultRow.from_dict(columns) == row
 
 
+#: The results of earlier GPU reports: one archive per date (``benchmarks/results/<date>.tar.xz``).
+RESULT_ARCHIVES = sorted((REPO_ROOT / "benchmarks" / "results").glob("*.tar.xz"))
+RESULT_STEMS = ("synthetic", "frames", "stress", "node")
+
+
+def _archived_results() -> list[tuple[Path, str]]:
+    """(archive, member) of every synthetic / frames / stress / node JSON file of the archives."""
+    found = []
+    for archive in RESULT_ARCHIVES:
+        with tarfile.open(archive) as tar:
+            names = tar.getnames()
+        found += [
+            (archive, name)
+            for name in names
+            if name.endswith(".json") and PurePosixPath(name).stem in RESULT_STEMS
+        ]
+    return found
+
+
+def test_the_results_archives_hold_the_runs_json() -> None:
+    """One archive per date, each with results files (else the test below checks nothing)."""
+    assert [a.name for a in RESULT_ARCHIVES] == [
+        "2026-11-22.tar.xz",
+        "2026-11-23.tar.xz",
+        "2026-11-24.tar.xz",
+    ]
+    assert {archive for archive, _ in _archived_results()} == set(RESULT_ARCHIVES)
+
+
 @pytest.mark.parametrize(
-    "path",
-    sorted(
-        path
-        for path in (REPO_ROOT / "benchmarks" / "results").glob("*/*/*.json")
-        if path.stem in ("synthetic", "frames", "stress", "node")
-    ),
-    ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}",
+    ("archive", "member"),
+    _archived_results(),
+    ids=lambda value: value.name if isinstance(value, Path) else value,
 )
-def test_results_of_earlier_runs_still_load(path: Path) -> None:
+def test_results_of_earlier_runs_still_load(archive: Path, member: str, tmp_path: Path) -> None:
+    with tarfile.open(archive) as tar:
+        tar.extract(member, tmp_path, filter="data")
+    path = tmp_path / member
     document = json.loads(path.read_text())
     if path.name == "node.json":
         report = NodeReport.from_dict(document)

@@ -1,5 +1,5 @@
-"""``python -m benchmarks reliability`` (quick, CPU): flood, soak and malformed-message matrix
-against the node as its own process."""
+"""The robustness suite ``python -m test.robustness`` (quick, CPU): flood, soak, malformed-message
+matrix and hostile input against the node as its own process, and its command line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.errors import BenchError
-from benchmarks.reliability import (
+from test.robustness.reliability import (
     QUICK_OPTIONS,
     ReliabilityOptions,
     ReliabilityReport,

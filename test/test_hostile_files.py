@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.reliability_attack import npy_claiming, pcd_header
 from gpu_euclidean_cluster.commands import cluster as cluster_command
 from gpu_euclidean_cluster.commands.cli import main as cli_main
 from gpu_euclidean_cluster.pointcloud_io import PointCloudFileError, load_points, raw_bin, read_pcd
@@ -32,6 +31,7 @@ from gpu_euclidean_cluster.pointcloud_io.bags import (
 )
 from gpu_euclidean_cluster.ros import replay as replay_tool
 from gpu_euclidean_cluster.ros.option_values import MAX_TOPIC_LENGTH, topic_name_problem
+from test.robustness.attack import npy_claiming, pcd_header
 
 MIB = 1 << 20
 NS = 1_000_000_000

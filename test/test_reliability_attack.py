@@ -1,6 +1,6 @@
-"""The hostile-input suite of ``bench reliability`` (``benchmarks/reliability_attack.py``): how a
+"""The hostile-input suite of the robustness suites (``test/robustness/attack.py``): how a
 process's end is judged, measured and totalled. The suite itself runs in
-``test_bench_reliability.py`` (quick) and ``python -m benchmarks reliability --attack-only``."""
+``test_bench_reliability.py`` (quick) and ``python -m test.robustness --attack-only``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from benchmarks.reliability_attack import (
+from test.robustness.attack import (
     ADDRESS_SPACE_LIMIT,
     ALLOWANCE_MB,
     AttackCase,
