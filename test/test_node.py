@@ -1,4 +1,5 @@
-"""The node in-process: outputs, header passthrough, bad input, newest-wins, live tuning."""
+"""The node in-process: outputs, header passthrough, bad input, newest-wins, live tuning; the real
+frames on both twins (the CUDA case marked ``gpu``: skipped without a device)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from ._node_helpers import (  # noqa: E402
 pytestmark = pytest.mark.ros
 NAME = "euclidean_cluster_node"
 NAMESPACES = ("cluster_boxes", "cluster_ids")
+FRAMES = ("kitti_000001.bin", "kitti_000008.bin", "nuscenes_lidar_top.pcd.bin")
 
 
 @pytest.fixture(scope="module")
@@ -359,18 +361,25 @@ def test_invalid_parameter_sets_rejected_with_reasons(ros):
     assert node.settings == before
 
 
-def test_live_d_th_change_on_kitti(ros, load_frame, pcl_reference, stamps):
-    _, peer = ros
-    msg = cloud_message(xyzi_array(load_frame("kitti_000001.bin")), 0)
-    counts = []
-    for d_th in (0.5, 1.0):
-        assert peer.set_parameters(NAME, d_th=d_th)[0].successful
-        msg.header = header(stamps())
-        (clusters,) = _send(peer, msg, ("output/clusters",))
-        counts.append(clusters.width)
-    peer.set_parameters(NAME, d_th=0.5)
-    reference = pcl_reference["kitti_000001.bin"]
-    assert counts == [reference[0.5], reference[1.0]] == [1724, 477]
+def test_real_frames_at_every_tolerance_set_live_equal_pcl_and_the_library(
+    backend, load_frame, pcl_reference
+):
+    """On each twin, over ROS: the real frames' cluster counts equal PCL's, and the labelled
+    cloud equals the library's CPU labels, at every tolerance set live."""
+    assert [pcl_reference["kitti_000001.bin"][d_th] for d_th in (0.5, 1.0)] == [1724, 477]
+    with running_node(backend) as (node, peer):
+        assert node.get_parameter("backend").value == backend
+        for d_th in (0.3, 0.5, 1.0):
+            assert peer.set_parameters(NAME, d_th=d_th)[0].successful
+            for index, frame in enumerate(FRAMES):
+                xyz = load_frame(frame)
+                stamp = 100 * round(d_th * 10) + index
+                peer.publish(cloud_message(xyzi_array(xyz), stamp))
+                labeled = peer.wait_stamp("output/labeled_points", stamp)
+                clusters = peer.wait_stamp("output/clusters", stamp)
+                assert clusters.width == pcl_reference[frame][d_th], (frame, d_th)
+                expected = euclidean_cluster(xyz, d_th, backend="cpu").labels
+                np.testing.assert_array_equal(decode(labeled)["cluster_id"], expected)
 
 
 def test_marker_builder_deletes_only_what_it_published():

@@ -1,58 +1,25 @@
-"""The node's ROS-free parts: settings validation, the frame pipeline, GPU OOM fallback."""
+"""The node's ROS-free parts: settings validation, the frame intake (newest wins), the frame
+counters. The frame layer's pipeline and service: ``test_frame_service.py``."""
 
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster import euclidean_cluster
 from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
-from gpu_euclidean_cluster.core.memory import StructureTooLargeError
-from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cpu.frame import CpuFrameCodec, clip_mask
-from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
-from gpu_euclidean_cluster.frame import FramePipeline, FrameWindow
-from gpu_euclidean_cluster.frame.pipeline import is_out_of_memory
-from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
-    PointCloud2Error,
-    from_structured,
-    to_structured,
-)
+from gpu_euclidean_cluster.cpu.frame import clip_mask
+from gpu_euclidean_cluster.frame import FrameWindow
+from gpu_euclidean_cluster.frame.packets import SweepCloud
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
 from gpu_euclidean_cluster.ros.frame_stats import FrameStats
-from gpu_euclidean_cluster.ros.latest_slot import LatestSlot
+from gpu_euclidean_cluster.ros.latest_slot import FrameIntake, LatestSlot
 from gpu_euclidean_cluster.ros.parameters import PARAMETERS
 from gpu_euclidean_cluster.ros.settings import NodeSettings, settings_from_values
 
 DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
-
-
-def _process(pipeline: FramePipeline, cloud, settings: NodeSettings):
-    return pipeline.process(cloud, settings.cluster, settings.window)
-
-
-def _cloud(xyz: np.ndarray):
-    points = np.zeros(len(xyz), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])
-    for axis, name in enumerate("xyz"):
-        points[name] = xyz[:, axis]
-    return from_structured(points)
-
-
-class _OutOfMemoryGpu(CpuBackend):
-    """A 'GPU' whose labelling runs out of memory (CuPy's error: always; a structure too large:
-    for every method but union_find)."""
-
-    name = "cuda"
-    device = "Fake GPU"
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def label(self, points, config, clock, rings=None):
-        if isinstance(self.error, StructureTooLargeError) and config.method == "union_find":
-            return super().label(points, config, clock)
-        raise self.error
 
 
 def test_defaults_are_the_library_defaults():
@@ -94,83 +61,6 @@ def test_clip_mask_windows():
     assert clip_mask(xyz, settings.window).tolist() == [False, True, False, False, False]
 
 
-def test_frame_matches_library_and_flattening_merges_layers():
-    rng = np.random.default_rng(0)
-    low = rng.uniform(0, 0.2, (30, 3))
-    xyz = np.concatenate([low, low + np.array([0.0, 0.0, 3.0])])
-    processor = FramePipeline("cpu")
-    output = _process(processor, _cloud(xyz), NodeSettings())
-    expected = euclidean_cluster(xyz, 0.5, backend="cpu")
-    np.testing.assert_array_equal(to_structured(output.labeled)["cluster_id"], expected.labels)
-    assert output.clusters.width == 2 and output.fallback_reason is None
-    flat = _process(processor, _cloud(xyz), NodeSettings(use_height=False))
-    assert flat.result.num_clusters == 1
-    assert flat.table[0]["max_z"] == pytest.approx(xyz[:, 2].max()), "boxes use the real z"
-
-
-def test_out_of_memory_frame_falls_back_to_cpu():
-    error = type("OutOfMemoryError", (MemoryError,), {"__module__": "cupy.cuda.memory"})()
-    assert is_out_of_memory(error)
-    processor = FramePipeline(_OutOfMemoryGpu(error))
-    xyz = np.random.default_rng(1).uniform(0, 5, (200, 3))
-    output = _process(processor, _cloud(xyz), NodeSettings())
-    assert output.result.backend == "cpu" and "out of memory" in output.fallback_reason
-    expected = euclidean_cluster(xyz, 0.5, backend="cpu")
-    np.testing.assert_array_equal(output.result.labels, expected.labels)
-
-
-@pytest.mark.parametrize(
-    "error",
-    [MatrixMemoryError(100_000, 2**34, 2**30), StructureTooLargeError("edge", "E", 9, "budget")],
-)
-def test_structure_too_large_frame_runs_with_union_find_on_the_same_backend(error):
-    assert not is_out_of_memory(error)
-    processor = FramePipeline(_OutOfMemoryGpu(error))
-    xyz = np.random.default_rng(1).uniform(0, 5, (200, 3))
-    settings = NodeSettings(cluster=ClusterConfig(method="matrix"))
-    output = _process(processor, _cloud(xyz), settings)
-    assert output.result.backend == "cuda" and output.result.method == "union_find"
-    assert "frame run with union_find" in output.fallback_reason
-    assert "use method 'union_find' or 'auto'" in output.fallback_reason
-    expected = euclidean_cluster(xyz, 0.5, backend="cpu")
-    np.testing.assert_array_equal(output.result.labels, expected.labels)
-
-
-class _RecordingBackend(CpuBackend):
-    """The CPU backend, recording the size and configuration of every cloud it labels."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, ClusterConfig]] = []
-
-    def label(self, points, config, clock, rings=None):
-        self.calls.append((len(points), config))
-        return super().label(points, config, clock)
-
-
-def test_warm_up_clusters_a_small_cloud_with_the_settings_in_force():
-    backend = _RecordingBackend()
-    processor = FramePipeline(backend)
-    settings = NodeSettings(cluster=ClusterConfig(d_th=0.7, method="vertex"))
-    processor.warm_up(settings.cluster, settings.window)
-    assert backend.calls == [(CpuFrameCodec.warm_up_points, settings.cluster)]
-    output = _process(processor, _cloud(np.zeros((3, 3), np.float32)), settings)
-    assert output.result.num_clusters == 1 and len(backend.calls) == 2
-
-
-def test_other_backend_errors_are_not_swallowed():
-    processor = FramePipeline(_OutOfMemoryGpu(RuntimeError("kernel failed")))
-    assert not is_out_of_memory(RuntimeError("kernel failed"))
-    with pytest.raises(RuntimeError, match="kernel failed"):
-        _process(processor, _cloud(np.zeros((3, 3))), NodeSettings())
-
-
-def test_undecodable_cloud_raises_pointcloud2_error():
-    cloud = _cloud(np.zeros((3, 3)))
-    broken = type(cloud)(**{**cloud.__dict__, "data": b"\0" * 4})
-    with pytest.raises(PointCloud2Error, match="fewer than row_step"):
-        _process(FramePipeline("cpu"), broken, NodeSettings())
-
-
 def test_latest_slot_newest_wins():
     slot: LatestSlot[int] = LatestSlot()
     assert slot.put(1) is False
@@ -180,6 +70,35 @@ def test_latest_slot_newest_wins():
     slot.put(3)
     slot.close()
     assert slot.take() is None and slot.closed
+
+
+def test_frame_intake_hands_the_newest_frame_over_and_books_arrivals_drops_and_gaps():
+    stats = FrameStats()
+    busy, release, newest = threading.Event(), threading.Event(), threading.Event()
+    handled: list[tuple[object, float]] = []
+
+    def handle(frame, received):
+        handled.append((frame, received))
+        if frame == b"first":
+            busy.set()
+            release.wait(10.0)
+        else:
+            newest.set()
+
+    intake = FrameIntake(stats, handle, "test_worker")
+    info = {"publisher_gid": {"data": [1, 2]}, "publication_sequence_number": 4}
+    intake.message(b"first", info)  # taken at once: the worker is busy with it
+    assert busy.wait(10.0)
+    intake.message(b"second", {**info, "publication_sequence_number": 7})  # 5 and 6 lost
+    intake.put(SweepCloud(from_xyz(np.zeros((1, 3))), 0, "lidar"), 123.0)  # drops "second"
+    intake.message(b"newest", {})  # drops the sweep; rmw gave no sequence number: no gap
+    release.set()
+    assert newest.wait(10.0)
+    intake.close()
+    snapshot = stats.snapshot()
+    assert (snapshot.received, snapshot.dropped, snapshot.lost) == (4, 2, 2)
+    assert [frame for frame, _ in handled] == [b"first", b"newest"]
+    assert 0 < handled[0][1] <= handled[1][1], "monotonic arrival times"
 
 
 def test_frame_stats_rate_latency_and_counts():

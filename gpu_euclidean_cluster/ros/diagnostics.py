@@ -1,15 +1,24 @@
-"""diagnostic_msgs/DiagnosticArray of the node's frame statistics."""
+"""diagnostic_msgs/DiagnosticArray of the node's frame statistics, and the node's /diagnostics."""
 
 from __future__ import annotations
 
 import math
+import time
+from typing import TYPE_CHECKING
 
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
-from .frame_stats import StatsSnapshot
-from .loss_monitor import SHORT_FIX
+from .frame_stats import FrameStats, StatsSnapshot
+from .loss_monitor import SHORT_FIX, LossMonitor, fix_hint
+from .transport import installed_profile
+
+if TYPE_CHECKING:
+    from rclpy.node import Node
+    from rclpy.subscription import Subscription
+
+    from ..clusterer import Backend
 
 
 def diagnostics_message(
@@ -125,3 +134,62 @@ def window_level(
 
 def _milliseconds(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.2f}"
+
+
+class NodeDiagnostics:
+    """A node's /diagnostics: each report about the window since the previous one, and a warning
+    in the node's log when frames are lost before they reach it
+    (:class:`~.loss_monitor.LossMonitor`, which names the fix for the publishing process)."""
+
+    def __init__(
+        self,
+        node: Node,
+        stats: FrameStats,
+        backend: Backend,
+        subscription: Subscription,
+        period_s: float,
+    ) -> None:
+        """Create the publisher and the timer of ``node``.
+
+        Args:
+            node: publishes, stamps and logs.
+            stats: the node's frame counters.
+            backend: the backend frames run on (its name and device are reported).
+            subscription: the input (frames lost on their way to it are warned about).
+            period_s: seconds between two reports, on the steady clock (reports keep coming
+                under ``use_sim_time`` even while /clock is paused).
+        """
+        from rclpy.clock import Clock, ClockType
+
+        self._node, self._stats, self._backend = node, stats, backend
+        self._subscription = subscription
+        self._publisher = node.create_publisher(DiagnosticArray, "/diagnostics", 1)
+        fix = fix_hint(installed_profile())
+        self._loss = LossMonitor(subscription.topic_name, fix, time.monotonic())
+        self._reported: StatsSnapshot | None = None
+        node.create_timer(period_s, self.publish, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def publish(self) -> None:
+        """Report on the window since the previous report. The share of lost frames that raises
+        WARN (:func:`diagnostics_message`) is the node's ``diagnostics_warn_share`` parameter
+        now (it may be set live)."""
+        warn_share = self._node.get_parameter("diagnostics_warn_share").value
+        now = time.monotonic()
+        snapshot = self._stats.snapshot(now)
+        publishers = self._subscription.get_publisher_count()
+        loss = self._loss.update(now, snapshot.received, snapshot.lost, publishers, warn_share)
+        if loss.warning:
+            self._node.get_logger().warning(loss.warning)
+        self._publisher.publish(
+            diagnostics_message(
+                f"{self._node.get_name()}: clustering",
+                snapshot,
+                self._reported,
+                self._backend.name,
+                self._backend.device,
+                self._node.get_clock().now().to_msg(),
+                warn_share,
+                loss.silence,
+            )
+        )
+        self._reported = snapshot
