@@ -118,8 +118,8 @@ def measure_publish_cost(
     from visualization_msgs.msg import MarkerArray
 
     from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
-    from gpu_euclidean_cluster.ros.markers import MarkerBuilder
-    from gpu_euclidean_cluster.ros.serialized import MarkerEncoder, point_cloud_cdr
+    from gpu_euclidean_cluster.ros.markers import MarkerBuilder, MarkerEncoder
+    from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr
 
     cloud, table, source = labelled_frame(seed)
     header = Header(frame_id="velodyne")

@@ -27,27 +27,28 @@ from std_msgs.msg import Header  # noqa: E402
 
 from gpu_euclidean_cluster.core.cluster_stats import cluster_table  # noqa: E402
 from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
-from gpu_euclidean_cluster.core.frame import FrameWindow  # noqa: E402
+from gpu_euclidean_cluster.core.frame import FrameWindow, GroupedRecords, group_records  # noqa: E402
 from gpu_euclidean_cluster.core.oriented_boxes import oriented_boxes  # noqa: E402
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
+from gpu_euclidean_cluster.ros import message_columns, outputs  # noqa: E402
 from gpu_euclidean_cluster.ros import object_messages as om  # noqa: E402
-from gpu_euclidean_cluster.ros import outputs  # noqa: E402
-from gpu_euclidean_cluster.ros.serialized import same_serialization  # noqa: E402
+from gpu_euclidean_cluster.ros.cdr import same_serialization  # noqa: E402
+from gpu_euclidean_cluster.ros.message_columns import ArrayEncoder, ArraySpec  # noqa: E402
 
 from ._perception_msgs import perception_msgs_env  # noqa: E402
 
 pytestmark = pytest.mark.ros
 REPO = Path(__file__).resolve().parents[1]
 needs_msgs = pytest.mark.skipif(
-    bool(om.MISSING),
+    bool(message_columns.MISSING),
     reason="the message packages are not importable here: "
     "test_in_a_process_with_the_message_packages runs these in a process that has them",
 )
 
 
 def test_in_a_process_with_the_message_packages():
-    if not om.MISSING:
+    if not message_columns.MISSING:
         pytest.skip("this process has the message packages: the tests ran here")
     env, reason = perception_msgs_env()
     if env is None:
@@ -122,6 +123,17 @@ def clusters_of(sizes: list[int], unclustered: int, seed: int) -> tuple[np.ndarr
     return labels, cluster_table(xyz, labels, len(sizes))
 
 
+def cluster_points(cloud: pc.RawCloud, labels: np.ndarray, clusters: int) -> GroupedRecords:
+    """The records of ``cloud`` grouped by ``labels``, as the frame layer groups them."""
+    return group_records(pc.point_bytes(cloud), labels, clusters)
+
+
+def message_objects(spec: ArraySpec, *frame: Any) -> Any:
+    """The message objects of ``spec`` for ``frame``, as where its check fails: built from the
+    same columns as its bytes, so that the two check each other."""
+    return ArrayEncoder(spec, serialize=False).build(*frame)
+
+
 def assert_same(ours: Any, reference: Any) -> None:
     """``ours`` are bytes equal to ``serialize_message(reference)`` but for padding, and they
     deserialize to ``reference``."""
@@ -129,6 +141,9 @@ def assert_same(ours: Any, reference: Any) -> None:
     assert same_serialization(ours, reference)
     assert deserialize_message(ours, type(reference)) == reference
 
+
+#: The object messages' specs: with the clusters' points, without, Detection3DArray.
+SPECS = (om.DETECTED_OBJECTS_WITH_FEATURE, om.DETECTED_OBJECTS, om.DETECTION3D_ARRAY)
 
 CASES = {  # name -> cluster sizes, unclustered points
     "none": ([], 0),
@@ -142,9 +157,7 @@ CASES = {  # name -> cluster sizes, unclustered points
 
 @needs_msgs
 def test_encoders_serialize_here():
-    assert om.FeatureObjectsEncoder().serializes
-    assert om.ObjectsEncoder().serializes
-    assert om.DetectionsEncoder().serializes
+    assert all(ArrayEncoder(spec).serializes for spec in SPECS)
 
 
 @needs_msgs
@@ -156,12 +169,12 @@ def test_feature_objects_match_rclpy(layout, case):
     cloud = layout_cloud(layout, labels, seed=len(labels))
     if cloud.height > 1 and len(labels) % 2:  # the organised cloud's last row: unclustered
         labels = np.append(labels, -1)
-    points = om.cluster_points(cloud, labels, len(table))
-    encoder = om.FeatureObjectsEncoder()
+    points = cluster_points(cloud, labels, len(table))
+    encoder = ArrayEncoder(om.DETECTED_OBJECTS_WITH_FEATURE)
     for index, frame_id in enumerate(FRAME_IDS):
         header = make_header(frame_id, (index * 1000, index))
-        reference = om.feature_objects_message(table, points, header)
-        assert_same(encoder.build(table, points, header), reference)
+        reference = message_objects(om.DETECTED_OBJECTS_WITH_FEATURE, table, cloud, points, header)
+        assert_same(encoder.build(table, cloud, points, header), reference)
 
 
 @needs_msgs
@@ -169,11 +182,15 @@ def test_feature_objects_match_rclpy(layout, case):
 def test_objects_and_detections_match_rclpy(case):
     sizes, unclustered = CASES[case]
     _, table = clusters_of(sizes, unclustered, seed=len(sizes))
-    objects, detections = om.ObjectsEncoder(), om.DetectionsEncoder()
+    objects, detections = ArrayEncoder(om.DETECTED_OBJECTS), ArrayEncoder(om.DETECTION3D_ARRAY)
     for frame_id in FRAME_IDS:
         header = make_header(frame_id)
-        assert_same(objects.build(table, header), om.objects_message(table, header))
-        assert_same(detections.build(table, header), om.detections_message(table, header))
+        assert_same(
+            objects.build(table, header), message_objects(om.DETECTED_OBJECTS, table, header)
+        )
+        assert_same(
+            detections.build(table, header), message_objects(om.DETECTION3D_ARRAY, table, header)
+        )
 
 
 def boxes_of(labels: np.ndarray, table: np.ndarray, seed: int) -> np.ndarray:
@@ -190,19 +207,21 @@ def test_oriented_objects_match_rclpy(case):
     labels, table = clusters_of(sizes, unclustered, seed=len(sizes))
     boxes = boxes_of(labels, table, seed=len(sizes))
     cloud = layout_cloud("odd13", labels, seed=len(labels))
-    points = om.cluster_points(cloud, labels, len(table))
-    feature, objects, detections = (
-        om.FeatureObjectsEncoder(), om.ObjectsEncoder(), om.DetectionsEncoder()
-    )  # fmt: skip
+    points = cluster_points(cloud, labels, len(table))
+    feature, objects, detections = (ArrayEncoder(spec) for spec in SPECS)
     for frame_id in FRAME_IDS:
         header = make_header(frame_id)
         assert_same(
-            feature.build(table, points, header, boxes),
-            om.feature_objects_message(table, points, header, boxes),
+            feature.build(table, cloud, points, header, boxes),
+            message_objects(om.DETECTED_OBJECTS_WITH_FEATURE, table, cloud, points, header, boxes),
         )
-        assert_same(objects.build(table, header, boxes), om.objects_message(table, header, boxes))
         assert_same(
-            detections.build(table, header, boxes), om.detections_message(table, header, boxes)
+            objects.build(table, header, boxes),
+            message_objects(om.DETECTED_OBJECTS, table, header, boxes),
+        )
+        assert_same(
+            detections.build(table, header, boxes),
+            message_objects(om.DETECTION3D_ARRAY, table, header, boxes),
         )
         # without boxes: the bytes of today
         assert objects.build(table, header) == objects.build(table, header, None)
@@ -216,10 +235,10 @@ def test_oriented_objects_content():
     boxes["yaw"][0] = 0.5
     header = make_header("velodyne", (1, 2))
     message = deserialize_message(
-        om.ObjectsEncoder().build(table, header, boxes), om.DetectedObjects
+        ArrayEncoder(om.DETECTED_OBJECTS).build(table, header, boxes), om.DetectedObjects
     )
     detections = deserialize_message(
-        om.DetectionsEncoder().build(table, header, boxes), om.Detection3DArray
+        ArrayEncoder(om.DETECTION3D_ARRAY).build(table, header, boxes), om.Detection3DArray
     )
     for k, (obj, detection) in enumerate(zip(message.objects, detections.detections, strict=True)):
         box = boxes[k]
@@ -246,24 +265,51 @@ def test_oriented_objects_content():
 
 
 @needs_msgs
+def test_detections_content():
+    """Per cluster: the header, the id as text, the axis-aligned box, one UNKNOWN hypothesis."""
+    _, table = clusters_of([4, 2, 7], 3, seed=11)
+    header = make_header("velodyne", (3, 4))
+    message = deserialize_message(
+        ArrayEncoder(om.DETECTION3D_ARRAY).build(table, header), om.Detection3DArray
+    )
+    assert message.header == header and len(message.detections) == 3
+    for row, detection in zip(table, message.detections, strict=True):
+        low = np.array([row[f"min_{a}"] for a in "xyz"], dtype=np.float64)
+        high = np.array([row[f"max_{a}"] for a in "xyz"], dtype=np.float64)
+        assert detection.header == header and detection.id == str(row["cluster_id"])
+        centre, size = detection.bbox.center, detection.bbox.size
+        assert [centre.position.x, centre.position.y, centre.position.z] == (
+            (low + high) / 2
+        ).tolist()
+        assert (centre.orientation.z, centre.orientation.w) == (0.0, 1.0)
+        assert [size.x, size.y, size.z] == (high - low).tolist()
+        (result,) = detection.results
+        assert (result.hypothesis.class_id, result.hypothesis.score) == ("UNKNOWN", 1.0)
+        position = result.pose.pose.position
+        assert [position.x, position.y, position.z] == [float(row[a]) for a in "xyz"]
+
+
+@needs_msgs
 def test_detections_with_ids_of_one_to_four_digits():
     _, table = clusters_of([1] * 1200, 0, seed=1)
     header = make_header("base_link")
-    assert_same(om.DetectionsEncoder().build(table, header), om.detections_message(table, header))
+    assert_same(
+        ArrayEncoder(om.DETECTION3D_ARRAY).build(table, header),
+        message_objects(om.DETECTION3D_ARRAY, table, header),
+    )
 
 
-def test_cluster_points_groups_the_input_records_in_input_order():
+def test_grouping_of_the_input_records_in_input_order():
     labels, table = clusters_of([3, 1, 8], 5, seed=2)
     labels = np.append(labels, -1)  # even: two rows of the organised cloud
     cloud = layout_cloud("organised_padded", labels, seed=4)
-    points = om.cluster_points(cloud, labels, len(table))
+    points = cluster_points(cloud, labels, len(table))
     records = pc.point_bytes(cloud)
     assert points.counts.tolist() == [3, 1, 8]
     expected = np.concatenate([records[labels == k] for k in range(3)])
     assert points.records.tobytes() == expected.tobytes()
-    assert (points.fields, points.point_step) == (cloud.fields, 15)
     with pytest.raises(ValueError, match="labels"):
-        om.cluster_points(cloud, labels[1:], len(table))
+        cluster_points(cloud, labels[1:], len(table))
 
 
 @needs_msgs
@@ -271,9 +317,9 @@ def test_feature_objects_content():
     """What Autoware's consumers read: as its clustering node fills the message, plus the box."""
     labels, table = clusters_of([4, 2], 3, seed=5)
     cloud = layout_cloud("odd13", labels, seed=6)
-    points = om.cluster_points(cloud, labels, 2)
+    points = cluster_points(cloud, labels, 2)
     header = make_header("velodyne", (12, 34))
-    data = om.FeatureObjectsEncoder().build(table, points, header)
+    data = ArrayEncoder(om.DETECTED_OBJECTS_WITH_FEATURE).build(table, cloud, points, header)
     message = deserialize_message(data, om.DetectedObjectsWithFeature)
     assert message.header == header and len(message.feature_objects) == 2
     records = pc.point_bytes(cloud)
@@ -301,20 +347,17 @@ def test_feature_objects_content():
 def test_message_objects_when_the_check_fails(monkeypatch):
     labels, table = clusters_of([3, 5], 2, seed=7)
     cloud = layout_cloud("xyzi16", labels)
-    points = om.cluster_points(cloud, labels, 2)
+    points = cluster_points(cloud, labels, 2)
     header = make_header()
-    om._verified.cache_clear()
-    monkeypatch.setattr(om, "same_serialization", lambda data, message: False)
-    try:
-        feature, objects, detections = (
-            om.FeatureObjectsEncoder(), om.ObjectsEncoder(), om.DetectionsEncoder()
-        )  # fmt: skip
-    finally:
-        om._verified.cache_clear()
+    monkeypatch.setattr(message_columns, "_VERIFIED", {})
+    monkeypatch.setattr(message_columns, "same_serialization", lambda data, message: False)
+    feature, objects, detections = (ArrayEncoder(spec) for spec in SPECS)
     assert not (feature.serializes or objects.serializes or detections.serializes)
-    assert feature.build(table, points, header) == om.feature_objects_message(table, points, header)
-    assert objects.build(table, header) == om.objects_message(table, header)
-    assert detections.build(table, header) == om.detections_message(table, header)
+    assert feature.build(table, cloud, points, header) == message_objects(
+        om.DETECTED_OBJECTS_WITH_FEATURE, table, cloud, points, header
+    )
+    assert objects.build(table, header) == message_objects(om.DETECTED_OBJECTS, table, header)
+    assert detections.build(table, header) == message_objects(om.DETECTION3D_ARRAY, table, header)
 
 
 # -------------------------------------------------------------------- NodeOutputs, no middleware
@@ -381,9 +424,8 @@ def test_outputs_without_subscribers_are_neither_built_nor_published(frame, monk
         raise AssertionError("built without a subscriber")
 
     monkeypatch.setattr(outputs, "publishable_cloud", never)
-    monkeypatch.setattr(outputs, "cluster_points", never)
-    for encoder in (om.FeatureObjectsEncoder, om.ObjectsEncoder, om.DetectionsEncoder):
-        monkeypatch.setattr(encoder, "build", never)
+    monkeypatch.setattr(outputs, "group_records", never)
+    monkeypatch.setattr(ArrayEncoder, "build", never)
     monkeypatch.setattr(node_outputs._marker_encoder, "build", never)
     timings = node_outputs.publish(output, make_header(), cloud)
     assert all(not p.sent for p in node.publishers.values())
@@ -407,8 +449,10 @@ def test_each_output_goes_only_to_its_subscribers(frame):
             assert len(message.markers) == 2 * len(output.table) == 24
         elif topic == "output/objects_with_feature":
             assert message.header == header
-            points = om.cluster_points(cloud, output.result.labels, len(output.table))
-            assert message == om.feature_objects_message(output.table, points, header)
+            points = cluster_points(cloud, output.result.labels, len(output.table))
+            assert message == message_objects(
+                om.DETECTED_OBJECTS_WITH_FEATURE, output.table, cloud, points, header
+            )
         else:
             assert message.header == header
 
@@ -416,7 +460,7 @@ def test_each_output_goes_only_to_its_subscribers(frame):
 def test_start_up_line_names_what_is_published_and_why_not(monkeypatch):
     node = FakeNode()
     outputs.NodeOutputs(node, 5)
-    if om.MISSING:
+    if message_columns.MISSING:
         (line,) = node.lines
         assert line.startswith(
             "outputs (each while it has a subscriber): output/labeled_points, output/clusters"
@@ -426,12 +470,12 @@ def test_start_up_line_names_what_is_published_and_why_not(monkeypatch):
             ("output/objects", "autoware_perception_msgs"),
             ("output/detections", "vision_msgs"),
         ):
-            if package in om.MISSING:
+            if package in message_columns.MISSING:
                 assert f"{topic} ({package} is not installed)" in line
                 assert topic not in node.publishers
         return
     assert node.lines == [f"outputs (each while it has a subscriber): {', '.join(ALL_TOPICS)}"]
-    monkeypatch.setitem(om.MISSING, "vision_msgs", "vision_msgs is not installed")
+    monkeypatch.setitem(message_columns.MISSING, "vision_msgs", "vision_msgs is not installed")
     node = FakeNode()
     outputs.NodeOutputs(node, 5)
     topics = ", ".join(t for t in ALL_TOPICS if t != "output/detections")
@@ -467,14 +511,14 @@ def test_grouped_records_publish_the_same_objects(frame):
 
 @needs_msgs
 def test_feature_objects_encoder_reuses_its_buffer_across_sizes():
-    encoder = om.FeatureObjectsEncoder()
+    encoder = ArrayEncoder(om.DETECTED_OBJECTS_WITH_FEATURE)
     for index, sizes in enumerate(([40, 3, 17] * 30, [1, 2], [5, 9, 2, 7] * 60, [])):
         labels, table = clusters_of(sizes, 7, seed=index)
         cloud = layout_cloud("odd13", labels, seed=index)
-        points = om.cluster_points(cloud, labels, len(table))
+        points = cluster_points(cloud, labels, len(table))
         header = make_header("base_link", (index, index))
-        reference = om.feature_objects_message(table, points, header)
-        assert_same(encoder.build(table, points, header), reference)
+        reference = message_objects(om.DETECTED_OBJECTS_WITH_FEATURE, table, cloud, points, header)
+        assert_same(encoder.build(table, cloud, points, header), reference)
 
 
 @needs_msgs
@@ -492,14 +536,21 @@ def test_outputs_of_an_oriented_frame_carry_the_boxes(frame):
     header = make_header("lidar_top", (5, 6))
     node_outputs.publish(output, header, cloud)
     sent = {topic: publisher.sent[0] for topic, publisher in node.publishers.items()}
-    points = om.cluster_points(cloud, output.result.labels, len(output.table))
+    points = cluster_points(cloud, output.result.labels, len(output.table))
     boxes = output.boxes
     assert_same(
         sent["output/objects_with_feature"],
-        om.feature_objects_message(output.table, points, header, boxes),
+        message_objects(
+            om.DETECTED_OBJECTS_WITH_FEATURE, output.table, cloud, points, header, boxes
+        ),
     )
-    assert_same(sent["output/objects"], om.objects_message(output.table, header, boxes))
-    assert_same(sent["output/detections"], om.detections_message(output.table, header, boxes))
+    assert_same(
+        sent["output/objects"], message_objects(om.DETECTED_OBJECTS, output.table, header, boxes)
+    )
+    assert_same(
+        sent["output/detections"],
+        message_objects(om.DETECTION3D_ARRAY, output.table, header, boxes),
+    )
     from gpu_euclidean_cluster.ros.markers import MarkerBuilder
 
     assert same_serialization(

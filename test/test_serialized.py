@@ -1,4 +1,5 @@
-"""CDR bytes of the node's outputs (``ros/serialized.py``) against rclpy's own serialization.
+"""CDR bytes of the clouds (``ros/serialized.py``) and the markers (``ros/markers.py``, by the
+generic ``ros/cdr.py``) against rclpy's own serialization.
 
 Fast CDR skips alignment padding without writing it, so the padding bytes of
 ``serialize_message`` hold whatever its buffer held. :func:`assert_same_cdr` therefore checks
@@ -31,9 +32,15 @@ from gpu_euclidean_cluster.core.cluster_stats import (  # noqa: E402
 )
 from gpu_euclidean_cluster.core.oriented_boxes import BOX_DTYPE  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
-from gpu_euclidean_cluster.ros import serialized  # noqa: E402
+from gpu_euclidean_cluster.ros import cdr, message_columns, serialized  # noqa: E402
 from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message  # noqa: E402
-from gpu_euclidean_cluster.ros.markers import MarkerBuilder  # noqa: E402
+from gpu_euclidean_cluster.ros.markers import (  # noqa: E402
+    BOX_ALPHA,
+    LABEL_HEIGHT,
+    MIN_BOX_SIDE,
+    MarkerBuilder,
+    MarkerEncoder,
+)
 
 from ._node_helpers import TIMEOUT_S  # noqa: E402
 from ._ros2_tools import own_domain_id  # noqa: E402
@@ -187,12 +194,12 @@ def random_table(clusters: int, seed: int) -> np.ndarray:
 
 
 def test_marker_encoder_serializes_here():
-    assert serialized.MarkerEncoder().serializes
+    assert MarkerEncoder().serializes
 
 
 def test_markers_match_builder_frame_after_frame():
     """0, 1 and many clusters, fewer (stale deletes), none (deletes only), forget."""
-    encoder, builder = serialized.MarkerEncoder(), MarkerBuilder()
+    encoder, builder = MarkerEncoder(), MarkerBuilder()
     frames = [0, 1, 9, 300, 40, 40, 0, 0, 5, "forget", 3, 123]
     for index, clusters in enumerate(frames):
         if clusters == "forget":
@@ -209,7 +216,7 @@ def test_markers_of_a_real_cluster_table_with_2000_clusters():
     labels = np.concatenate((np.arange(2000), rng.integers(-1, 2000, 20000))).astype(np.int32)
     xyz = rng.normal(0, 30, (len(labels), 3)).astype(np.float32)
     table = cluster_table(xyz, labels, 2000)
-    encoder, builder = serialized.MarkerEncoder(), MarkerBuilder()
+    encoder, builder = MarkerEncoder(), MarkerBuilder()
     header = make_header("lidar_top", (99, 1))
     encoder.build(random_table(2100, seed=0), header)  # 100 ids to delete next
     builder.build(random_table(2100, seed=0), header)
@@ -218,7 +225,7 @@ def test_markers_of_a_real_cluster_table_with_2000_clusters():
 
 def test_markers_content():
     """What a display gets: boxes then labels per cluster, then deletes, ids = cluster ids."""
-    encoder = serialized.MarkerEncoder()
+    encoder = MarkerEncoder()
     encoder.build(random_table(4, seed=0), make_header())
     table = random_table(2, seed=1)
     table["num_points"] = [1234, 7]
@@ -235,6 +242,20 @@ def test_markers_content():
     ]
     assert [markers[1].text, markers[3].text] == ["0 (1234)", "1 (7)"]
     assert markers[0].pose.orientation.w == 1.0
+    for row, box, label in zip(table, markers[0:4:2], markers[1:4:2], strict=True):
+        low = np.array([row[f"min_{a}"] for a in "xyz"], dtype=np.float64)
+        high = np.array([row[f"max_{a}"] for a in "xyz"], dtype=np.float64)
+        position, scale = box.pose.position, box.scale
+        assert [position.x, position.y, position.z] == ((low + high) / 2).tolist()
+        assert [scale.x, scale.y, scale.z] == np.maximum(high - low, MIN_BOX_SIDE).tolist()
+        red, green, blue = (cluster_rgb(row["cluster_id"]) / 255.0).astype(np.float32).tolist()
+        assert (box.color.r, box.color.g, box.color.b) == (red, green, blue)
+        assert box.color.a == np.float32(BOX_ALPHA)
+        position, scale = label.pose.position, label.scale
+        assert [position.x, position.y] == [float(row["x"]), float(row["y"])]
+        assert position.z == float(row["max_z"]) + LABEL_HEIGHT
+        assert (scale.x, scale.y, scale.z) == (0.0, 0.0, LABEL_HEIGHT)
+        assert (label.color.r, label.color.g, label.color.b, label.color.a) == (1.0,) * 4
 
 
 def random_boxes(table: np.ndarray, seed: int) -> np.ndarray:
@@ -253,7 +274,7 @@ def random_boxes(table: np.ndarray, seed: int) -> np.ndarray:
 
 
 def test_rotated_markers_match_builder_frame_after_frame():
-    encoder, builder = serialized.MarkerEncoder(), MarkerBuilder()
+    encoder, builder = MarkerEncoder(), MarkerBuilder()
     for index, clusters in enumerate([0, 1, 9, 300, 40, 0, 5]):
         table = random_table(clusters, seed=index)
         boxes = random_boxes(table, seed=index) if index % 3 else None  # mixed with plain
@@ -262,7 +283,7 @@ def test_rotated_markers_match_builder_frame_after_frame():
 
 
 def test_rotated_markers_content():
-    encoder = serialized.MarkerEncoder()
+    encoder = MarkerEncoder()
     encoder.build(random_table(3, seed=0), make_header())
     table = random_table(1, seed=2)
     boxes = random_boxes(table, seed=3)
@@ -288,11 +309,13 @@ def test_row_codec_agrees_with_the_point_cloud_writer():
         pc.Field(name.decode(), 3 * i, 1 + i % 8, 1 + i % 3) for i, name in enumerate(names)
     )
     cloud = pc.RawCloud(fields, height=0, width=0, point_step=0, row_step=0, data=b"")
-    codec = serialized.RowCodec(PointField)
+    codec = cdr.RowCodec(PointField)
     for frame_id in FRAME_IDS:
         header = make_header(frame_id)
         start = -(-(8 + 4 + len(frame_id.encode()) + 1) // 4) * 4 + 12  # after the fields count
-        rows = codec.encode(
+        expected = serialized.point_cloud_cdr(cloud, header)
+        ours = codec.encode(
+            expected[: 4 + start],
             len(fields),
             {
                 "name": np.array(names),
@@ -300,31 +323,25 @@ def test_row_codec_agrees_with_the_point_cloud_writer():
                 "datatype": [f.datatype for f in fields],
                 "count": [f.count for f in fields],
             },
-            start,
         )
-        expected = serialized.point_cloud_cdr(cloud, header)[4 + start : 4 + start + len(rows)]
-        assert rows.tobytes() == expected
+        assert len(ours) > 4 + start + 12 * len(fields)
+        assert ours == expected[: len(ours)]
 
 
 def test_row_codec_rejects_unknown_members():
     with pytest.raises(ValueError, match="not settable"):
-        serialized.RowCodec(Marker).encode(1, {"points": 0}, 4)
+        cdr.RowCodec(Marker).encode(cdr.ENCAPSULATION, 1, {"points": 0})
 
 
 @pytest.fixture
 def mismatching_encoding(monkeypatch):
     """Every check of our bytes against rclpy's fails (as on a ROS 2 with other definitions)."""
-    checks = (serialized._verified_marker_codec, serialized._cloud_encoding_verified)
-    for check in checks:
-        check.cache_clear()
-    monkeypatch.setattr(serialized, "_same_serialization", lambda data, message: False)
-    yield
-    for check in checks:
-        check.cache_clear()
+    monkeypatch.setattr(message_columns, "_VERIFIED", {})
+    monkeypatch.setattr(message_columns, "same_serialization", lambda data, message: False)
 
 
 def test_messages_instead_of_bytes_when_the_check_fails(mismatching_encoding):
-    encoder, builder = serialized.MarkerEncoder(), MarkerBuilder()
+    encoder, builder = MarkerEncoder(), MarkerBuilder()
     assert not encoder.serializes
     for clusters in (5, 2):
         table = random_table(clusters, seed=clusters)
@@ -359,7 +376,7 @@ def test_published_bytes_arrive_as_messages():
         table = random_table(50, seed=2)
         payloads = {
             "cloud": serialized.point_cloud_cdr(cloud, header),
-            "markers": serialized.MarkerEncoder().build(table, header),
+            "markers": MarkerEncoder().build(table, header),
         }
         deadline = time.monotonic() + TIMEOUT_S
         next_publish = 0.0

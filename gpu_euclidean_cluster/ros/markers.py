@@ -1,19 +1,29 @@
-"""RViz markers of the clusters: a translucent box and an id label per cluster.
-
-The box is the axis-aligned one of the cluster table, or where the frame has oriented boxes
-(``FrameOutput.boxes``, ``core.oriented_boxes``) that box: centre (``center_x``, ``center_y``,
-middle of the z range), rotated by ``yaw`` about z (quaternion z = sin(yaw/2), w = cos(yaw/2)),
-scale ``length``, ``width``, z range (each at least :data:`MIN_BOX_SIDE`).
+"""RViz markers of the clusters, one column spec (:func:`marker_columns`): per cluster (in table
+order) a translucent CUBE in ``cluster_boxes``, its box (:func:`~.message_columns.box_geometry`),
+each side at least :data:`MIN_BOX_SIDE`, in the cluster's colour, and a TEXT_VIEW_FACING label
+``"id (num_points)"`` in ``cluster_ids`` above the centroid; marker id = cluster id. Then a
+DELETE in both namespaces for every id from this frame's cluster count up to the previous one's.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
-from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..core.cluster_stats import cluster_rgb
-from ..core.oriented_boxes import yaw_quaternion
+from .cdr import HeaderLike
+from .message_columns import (
+    ArrayEncoder,
+    ArraySpec,
+    Columns,
+    box_geometry,
+    header_columns,
+    sample_frames,
+)
 
 BOX_NAMESPACE = "cluster_boxes"
 LABEL_NAMESPACE = "cluster_ids"
@@ -23,80 +33,92 @@ BOX_ALPHA = 0.4
 LABEL_HEIGHT = 0.5
 
 
-class MarkerBuilder:
-    """Builds each frame's MarkerArray, deleting the markers of clusters that no longer exist.
+def marker_columns(
+    table: np.ndarray, header: HeaderLike, previous: int = 0, boxes: np.ndarray | None = None
+) -> Columns:
+    """The markers of the cluster rows ``table`` (non-negative ids, as ``cluster_table``'s) after
+    a frame of ``previous`` clusters, the boxes the oriented ``boxes`` where given."""
+    count = len(table)
+    stale = max(previous - count, 0)
+    rows = 2 * (count + stale)
+    ids = np.concatenate(
+        (table["cluster_id"].astype(np.int32), np.arange(count, count + stale, dtype=np.int32))
+    )
 
-    Marker ids are cluster ids, so a frame with K clusters adds or modifies ids ``0..K-1`` in both
-    namespaces and deletes the ids from K up to the previous frame's count.
-    """
+    def pairs(box: Any, label: Any, deleted: float = 0.0, dtype: Any = np.float64) -> np.ndarray:
+        """Per row: ``box`` on even rows, ``label`` on odd rows, ``deleted`` on DELETE rows."""
+        values = np.zeros(rows, dtype)
+        values[0 : 2 * count : 2], values[1 : 2 * count : 2] = box, label
+        values[2 * count :] = deleted
+        return values
 
-    def __init__(self) -> None:
+    geometry = box_geometry(table, boxes)
+    label_at = (table["x"], table["y"], table["max_z"].astype(np.float64) + LABEL_HEIGHT)
+    colours = _box_colours(1 << int(ids.max(initial=0)).bit_length())[table["cluster_id"]]
+    labels = [
+        b"%d (%d)" % pair
+        for pair in zip(ids[:count].tolist(), table["num_points"].tolist(), strict=True)
+    ]
+    texts = np.zeros(rows, dtype=np.array(labels, dtype=bytes).dtype)
+    texts[1 : 2 * count : 2] = labels
+    columns = {
+        **header_columns(header, "header."),
+        "ns": np.tile(np.array([BOX_NAMESPACE.encode(), LABEL_NAMESPACE.encode()]), count + stale),
+        "id": np.repeat(ids, 2),
+        "type": pairs(Marker.CUBE, Marker.TEXT_VIEW_FACING, dtype=np.int32),
+        "action": np.where(np.arange(rows) < 2 * count, Marker.ADD, Marker.DELETE),
+        "pose.orientation.z": pairs(geometry.turn[0], 0.0),
+        "pose.orientation.w": pairs(geometry.turn[1], 1.0, deleted=1.0),  # a default Marker's
+        "color.a": pairs(BOX_ALPHA, 1.0, dtype=np.float32),
+        "text": texts,
+    }
+    for index, axis in enumerate("xyz"):
+        columns[f"pose.position.{axis}"] = pairs(geometry.centre[index], label_at[index])
+        side = np.maximum(geometry.size[index], MIN_BOX_SIDE)
+        columns[f"scale.{axis}"] = pairs(side, LABEL_HEIGHT if axis == "z" else 0.0)
+        columns[f"color.{'rgb'[index]}"] = pairs(colours[:, index], 1.0, dtype=np.float32)
+    return Columns(rows, columns)
+
+
+@functools.lru_cache(maxsize=2)
+def _box_colours(size: int) -> np.ndarray:
+    """Box colours (0..1) of cluster ids ``0..size-1`` (read-only)."""
+    colours = cluster_rgb(np.arange(size)) / 255.0
+    colours.flags.writeable = False
+    return colours
+
+
+def _samples() -> Iterator[tuple[Any, ...]]:
+    """The checks' frames (``sample_frames``), one after the other: deletes after and alone."""
+    previous = 0
+    for table, _, _, header, boxes in sample_frames():
+        yield table, header, previous, boxes
+        previous = len(table)
+
+
+MARKER_ARRAY = ArraySpec(MarkerArray, "markers", marker_columns, _samples)
+
+
+class MarkerEncoder(ArrayEncoder):
+    """Each frame's MarkerArray (see the module docstring), deleting the previous frame's."""
+
+    def __init__(self, serialize: bool = True) -> None:
+        super().__init__(MARKER_ARRAY, serialize)
         self._previous = 0
 
     def forget(self) -> None:
         """Forget the previous frame's markers (when nobody received them, none need deleting)."""
         self._previous = 0
 
-    def build(
-        self, table: np.ndarray, header: Header, boxes: np.ndarray | None = None
-    ) -> MarkerArray:
-        """Markers for the cluster rows ``table``, the boxes those of ``boxes`` where given.
-
-        ``table`` holds the rows of :func:`~..core.cluster_stats.cluster_table`, ``boxes`` (one
-        per row) those of :func:`~..core.oriented_boxes.oriented_boxes`.
-        """
-        colours = cluster_rgb(table["cluster_id"]) / 255.0
-        if boxes is not None and len(boxes) != len(table):
-            raise ValueError(f"{len(boxes)} boxes for {len(table)} clusters")
-        markers = []
-        for index, (row, colour) in enumerate(zip(table, colours, strict=True)):
-            box = _box(row, colour, header)
-            if boxes is not None:
-                _orient(box, boxes[index])
-            markers.append(box)
-            markers.append(_label(row, header))
-        for stale in range(len(table), self._previous):
-            for namespace in (BOX_NAMESPACE, LABEL_NAMESPACE):
-                markers.append(Marker(header=header, ns=namespace, id=stale, action=Marker.DELETE))
+    def build(  # type: ignore[override]
+        self, table: np.ndarray, header: HeaderLike, boxes: np.ndarray | None = None
+    ) -> bytes | MarkerArray:
+        """The markers of the cluster rows ``table`` (``cluster_stats.cluster_table``), the boxes
+        the oriented ``boxes`` where given (``core.oriented_boxes``, one per row)."""
+        built = super().build(table, header, self._previous, boxes)
         self._previous = len(table)
-        return MarkerArray(markers=markers)
+        return built
 
 
-def _box(row: np.void, colour: np.ndarray, header: Header) -> Marker:
-    marker = Marker(header=header, ns=BOX_NAMESPACE, id=int(row["cluster_id"]))
-    marker.type = Marker.CUBE
-    marker.action = Marker.ADD
-    for axis in "xyz":
-        low, high = float(row[f"min_{axis}"]), float(row[f"max_{axis}"])
-        setattr(marker.pose.position, axis, (low + high) / 2.0)
-        setattr(marker.scale, axis, max(high - low, MIN_BOX_SIDE))
-    marker.pose.orientation.w = 1.0
-    red, green, blue = (float(c) for c in colour)
-    marker.color = ColorRGBA(r=red, g=green, b=blue, a=BOX_ALPHA)
-    return marker
-
-
-def _orient(marker: Marker, box: np.void) -> None:
-    low, high = float(box["min_z"]), float(box["max_z"])
-    marker.pose.position.x = float(box["center_x"])
-    marker.pose.position.y = float(box["center_y"])
-    marker.pose.position.z = (low + high) / 2.0
-    z, w = yaw_quaternion(np.float64(box["yaw"]))
-    marker.pose.orientation.z, marker.pose.orientation.w = float(z), float(w)
-    marker.scale.x = max(float(box["length"]), MIN_BOX_SIDE)
-    marker.scale.y = max(float(box["width"]), MIN_BOX_SIDE)
-    marker.scale.z = max(high - low, MIN_BOX_SIDE)
-
-
-def _label(row: np.void, header: Header) -> Marker:
-    marker = Marker(header=header, ns=LABEL_NAMESPACE, id=int(row["cluster_id"]))
-    marker.type = Marker.TEXT_VIEW_FACING
-    marker.action = Marker.ADD
-    marker.text = f"{int(row['cluster_id'])} ({int(row['num_points'])})"
-    marker.pose.position.x = float(row["x"])
-    marker.pose.position.y = float(row["y"])
-    marker.pose.position.z = float(row["max_z"]) + LABEL_HEIGHT
-    marker.pose.orientation.w = 1.0
-    marker.scale.z = LABEL_HEIGHT
-    marker.color = ColorRGBA(r=1.0, g=1.0, b=1.0, a=1.0)
-    return marker
+#: The markers as message objects always (a reference for the bytes).
+MarkerBuilder = functools.partial(MarkerEncoder, serialize=False)

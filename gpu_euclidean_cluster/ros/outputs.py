@@ -16,7 +16,8 @@ With oriented boxes (``FramePipeline.process(..., oriented_boxes=True)``: the no
 ``pose_estimation``), the object messages and the markers carry the frame's ``boxes`` (yaw,
 length, width: see :mod:`.object_messages`), and ``output/clusters`` has their columns.
 
-Everything goes out as CDR bytes built column-wise (:mod:`.serialized`, :mod:`.object_messages`).
+Everything goes out as CDR bytes (:mod:`.serialized`; the others built column-wise from each
+message's column spec: :mod:`.message_columns`).
 An output without a subscriber is not built at all. The clusters' points of
 ``output/objects_with_feature`` come grouped by cluster from the frame layer (on the GPU backend
 gathered there), which the node asks for while that output has a subscriber
@@ -34,17 +35,13 @@ from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
+from ..core.frame import GroupedRecords, group_records
 from ..frame import FrameOutput
-from ..pointcloud_io.pointcloud2 import RawCloud, read_fields, select_points
-from .object_messages import (
-    ClusterPoints,
-    DetectionsEncoder,
-    FeatureObjectsEncoder,
-    ObjectsEncoder,
-    cluster_points,
-    grouped_points,
-)
-from .serialized import MarkerEncoder, publishable_cloud
+from ..pointcloud_io.pointcloud2 import RawCloud, point_bytes, read_fields, select_points
+from .markers import MarkerEncoder
+from .message_columns import ArrayEncoder
+from .object_messages import DETECTED_OBJECTS, DETECTED_OBJECTS_WITH_FEATURE, DETECTION3D_ARRAY
+from .serialized import publishable_cloud
 
 LABELED_POINTS = "output/labeled_points"
 CLUSTERS = "output/clusters"
@@ -86,21 +83,21 @@ class NodeOutputs:
         self._labeled = node.create_publisher(PointCloud2, LABELED_POINTS, depth)
         self._clusters = node.create_publisher(PointCloud2, CLUSTERS, depth)
         self._ground = node.create_publisher(PointCloud2, GROUND_POINTS, depth)
-        self._objects_with_feature: tuple[Any, FeatureObjectsEncoder] | None = None
-        self._objects: tuple[Any, ObjectsEncoder] | None = None
-        self._detections: tuple[Any, DetectionsEncoder] | None = None
+        self._objects_with_feature: tuple[Any, ArrayEncoder] | None = None
+        self._objects: tuple[Any, ArrayEncoder] | None = None
+        self._detections: tuple[Any, ArrayEncoder] | None = None
         unavailable = []
-        for attribute, topic, encoder_type in (
-            ("_objects_with_feature", OBJECTS_WITH_FEATURE, FeatureObjectsEncoder),
-            ("_objects", OBJECTS, ObjectsEncoder),
-            ("_detections", DETECTIONS, DetectionsEncoder),
+        for attribute, topic, spec in (
+            ("_objects_with_feature", OBJECTS_WITH_FEATURE, DETECTED_OBJECTS_WITH_FEATURE),
+            ("_objects", OBJECTS, DETECTED_OBJECTS),
+            ("_detections", DETECTIONS, DETECTION3D_ARRAY),
         ):
-            why = encoder_type.missing()
+            why = spec.missing()
             if why is not None:
                 unavailable.append(f"{topic} ({why})")
                 continue
-            publisher = node.create_publisher(encoder_type.message, topic, depth)
-            setattr(self, attribute, (publisher, encoder_type()))
+            publisher = node.create_publisher(spec.message, topic, depth)
+            setattr(self, attribute, (publisher, ArrayEncoder(spec)))
         self._markers = node.create_publisher(MarkerArray, MARKERS, depth)
         self._marker_encoder = MarkerEncoder()
         self._topics = [
@@ -150,7 +147,8 @@ class NodeOutputs:
             self._ground.publish(publishable_cloud(select_points(cloud, output.ground), header))
         if self._objects_with_feature is not None and _listened(self._objects_with_feature[0]):
             publisher, encoder = self._objects_with_feature
-            publisher.publish(encoder.build(table, _points(output, cloud), header, boxes))
+            points = _points(output, cloud)
+            publisher.publish(encoder.build(table, cloud, points, header, boxes))
         if self._objects is not None and _listened(self._objects[0]):
             publisher, objects = self._objects
             publisher.publish(objects.build(table, header, boxes))
@@ -174,11 +172,11 @@ def _listened(publisher: Any) -> bool:
     return publisher.get_subscription_count() > 0
 
 
-def _points(output: FrameOutput, cloud: RawCloud) -> ClusterPoints:
+def _points(output: FrameOutput, cloud: RawCloud) -> GroupedRecords:
     """The input records of each cluster: the frame's grouped records, or where it has none (a
     subscriber came between processing and publishing) grouped here by the labels in the
     labelled cloud."""
     if output.grouped is not None:
-        return grouped_points(cloud, output.grouped.counts, output.grouped.records)
+        return output.grouped
     labels = read_fields(output.labeled, ["cluster_id"])["cluster_id"]
-    return cluster_points(cloud, labels, len(output.table))
+    return group_records(point_bytes(cloud), labels, len(output.table))
