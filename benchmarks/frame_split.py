@@ -45,6 +45,7 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import RawCloud, from_cdr, 
 from .cases import data_dir
 from .environment import cpu_model
 from .publish_cost import FRAME, FRAME_POINTS, XYZI, PublishTiming, time_cases
+from .stage_split import frame_graph_split
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ class FrameSplit:
     #: other work on the machine skews the timings
     load_average: tuple[float, float, float]
     timings: dict[str, PublishTiming]
-    #: the whole frame's graph stage by stage (median ms; the CUDA codec's ``stage_split``), or
-    #: None where the frame is not one graph
+    #: the whole frame's graph stage by stage (median ms; ``stage_split.frame_graph_split``),
+    #: or None where the frame is not one graph
     graph_stages: dict[str, float] | None = None
 
 
@@ -92,8 +93,8 @@ def measure_frame_split(
     from std_msgs.msg import Header
 
     from gpu_euclidean_cluster.frame import FramePipeline
-    from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr
-    from gpu_euclidean_cluster.ros.settings import NodeSettings
+    from gpu_euclidean_cluster.ros.messages.serialized import point_cloud_cdr
+    from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
     settings = NodeSettings()
     config, window = settings.cluster, settings.window
@@ -145,8 +146,9 @@ def measure_frame_split(
         **_device_floors(backend, cloud, output.labeled),
     }
     timings = time_cases(cases, warmup, repeats, budget_s)
-    split = getattr(codec, "stage_split", None)
-    graph_stages = None if split is None else split(parsed, config, window, labeled_layout)
+    graph_stages = None
+    if backend.name == "cuda":
+        graph_stages = frame_graph_split(codec, parsed, config, window, labeled_layout)
     return FrameSplit(
         frame=source,
         labeled_layout=labeled_layout,
@@ -217,8 +219,8 @@ def profile_frame(
     from std_msgs.msg import Header
 
     from gpu_euclidean_cluster.frame import FramePipeline
-    from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr
-    from gpu_euclidean_cluster.ros.settings import NodeSettings
+    from gpu_euclidean_cluster.ros.messages.serialized import point_cloud_cdr
+    from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
     settings = NodeSettings()
     message = point_cloud_cdr(input_cloud()[0], Header(frame_id="velodyne"))

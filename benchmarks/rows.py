@@ -153,8 +153,8 @@ class ResultRow:
     #: alone, and the whole first call
     capture_ms: float | None = None
     first_call_ms: float | None = None
-    #: graph rows: median ms of each stage of ``ClusterGraphs.stage_split`` (the graph's steps
-    #: issued stage by stage between events; host staging and copy-out timed on the host)
+    #: graph rows: median ms of each stage of ``stage_split.cluster_graph_split`` (the graph's
+    #: steps issued stage by stage between events; host staging and copy-out timed on the host)
     stage_split_ms: dict[str, float] | None = None
     #: median of each stage of the library's ``ClusterResult.timings_ms``
     transfer_in_ms: float | None = None

@@ -32,6 +32,7 @@ from .arborx import DENSEBOX_ROW, ArborxPeer
 from .cases import Case, CaseData
 from .peers import BASELINE_PEER, Peer, canonical_partition, cpu_backend_labels
 from .rows import Outcome, ResultRow, speedup_column
+from .stage_split import cluster_graph_split
 from .stats import median, p99, time_calls
 
 
@@ -75,7 +76,7 @@ GPU_VARIANTS: tuple[Variant, ...] = (
     *(Variant(m, s) for s in PAIR_SEARCHES for m in LABELLING_METHODS),
 )
 
-#: Timed repeats of the stage split of a graph row (``ClusterGraphs.stage_split``).
+#: Timed repeats of the stage split of a graph row (``stage_split.cluster_graph_split``).
 STAGE_SPLIT_REPEATS = 10
 
 #: The row of what the library runs by default (``method="auto"``, range search, on CUDA), and
@@ -273,7 +274,7 @@ class CaseRunner:
             labels = _host(timed.value.labels)
             if graphs is not None and graphs.last_call is not None:
                 _set_graph_counts(row, graphs.last_call)
-                split = graphs.stage_split(points, config, STAGE_SPLIT_REPEATS)
+                split = cluster_graph_split(graphs, points, config, STAGE_SPLIT_REPEATS)
                 row.stage_split_ms = {k: round(v, 4) for k, v in split.items()} if split else None
         except Exception as error:  # recorded (refused, out of memory or other), never dropped
             del results[:]

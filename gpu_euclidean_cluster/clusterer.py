@@ -21,6 +21,7 @@ import numpy as np
 
 from .core.config import BACKENDS, DEFAULT_BACKEND, ClusterConfig, ConfigError
 from .core.device import DeviceInfo, MemoryPeak
+from .core.frame import FrameCodec
 from .core.numbering import array_module
 from .core.range_bands import band_indices, offset_components
 from .core.result import ClusterResult, Labelling
@@ -114,10 +115,11 @@ class Backend(Protocol):
         ``pointcloud_io.velodyne.packets.decode_packets``' signature and host result, for
         ``SweepDecoder(decode=...)``."""
 
-    def frame_codec(self) -> Any:
-        """A new PointCloud2 frame codec on this backend's device (``decode``/``encode``, the
-        twins ``cpu/frame.py`` and ``cuda/frame.py``; the frame layer, ``frame/pipeline.py``,
-        holds one per pipeline, as a codec keeps the last frame's buffers)."""
+    def frame_codec(self) -> FrameCodec:
+        """A new PointCloud2 frame codec on this backend's device (the contract
+        ``core.frame.FrameCodec``, the twins ``cpu/frame.py`` and ``cuda/frame.py``; the frame
+        layer, ``frame/pipeline.py``, holds one per pipeline, as a codec keeps the last frame's
+        buffers)."""
 
 
 def cuda_available() -> bool:

@@ -1,11 +1,11 @@
 """A whole frame as one CUDA graph (``cuda/frame_graph.py``, ``cuda/kernels/pc2_sort.cu``).
 
-CPU tests model the graph's table sort and bounds the kernels' way in NumPy (tile counts,
-digit-major offsets, ranks by warp then lane; the chunked scan of the thread offsets) and hold
-them to the staged codec's answers: CuPy's sort of the keys and the host's prefix sums. GPU tests
-(marked ``gpu``, skipped without CUDA) hold the frame graph to the CPU pipeline byte for byte on
-every odd layout and setting, on clouds of different sizes replaying one graph, and check that a
-frame the graph cannot finish runs staged with the same output.
+CPU tests model the table's radix sort (``cuda/frame_steps.py``) and the graph's bounds the kernels'
+way in NumPy (tile counts, digit-major offsets, ranks by warp then lane; the chunked scan of the
+thread offsets) and hold them to NumPy's sort of the keys and to the host's prefix sums (the staged
+codec's bounds). GPU tests (marked ``gpu``, skipped without CUDA) hold the frame graph to the CPU
+pipeline byte for byte on every odd layout and setting, on clouds of different sizes replaying one
+graph, and check that a frame the graph cannot finish runs staged with the same output.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import pytest
 
 from gpu_euclidean_cluster.core.cluster_stats import SUM_LEAF
 from gpu_euclidean_cluster.core.config import ClusterConfig
-from gpu_euclidean_cluster.cuda.frame import RADIX_BITS, SORT_TILE, cluster_threads
+from gpu_euclidean_cluster.cuda.frame_plan import cluster_threads
+from gpu_euclidean_cluster.cuda.frame_steps import RADIX_BITS, SORT_TILE
 from gpu_euclidean_cluster.frame import FramePipeline
-from gpu_euclidean_cluster.ros.settings import NodeSettings
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
 from .conftest import requires_cuda
 from .test_frame_pipeline import (
@@ -84,7 +85,7 @@ def radix_pass(keys: np.ndarray, n: int, size: int, shift: int) -> np.ndarray:
 
 
 def radix_sort_model(keys: np.ndarray, n: int, size: int, max_label: int) -> np.ndarray:
-    """The graph's passes over the label bits (``frame_graph.FrameGraphs._sort_steps``)."""
+    """The passes over the label bits (``frame_steps.sort_steps``)."""
     passes = max(1, -(-(max_label + 1).bit_length() // RADIX_BITS))
     for p in range(passes):
         keys = radix_pass(keys, n, size, 32 + RADIX_BITS * p)
@@ -129,7 +130,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_radix_model_sorts_like_the_staged_sort(case):
-    """The passes give CuPy's sort of the full keys: by label, then index (stable)."""
+    """The passes give a sort of the full keys: by label, then index (stable)."""
     n, size, sizes = CASES[case]
     labels = random_labels(np.random.default_rng(len(sizes)), n, sizes)
     keys = np.zeros(size, dtype=np.uint64)

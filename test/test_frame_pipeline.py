@@ -13,6 +13,7 @@ real frames and odd layouts.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -31,10 +32,16 @@ from gpu_euclidean_cluster.core.cluster_stats import (
     cluster_table,
     pack_rgb,
 )
-from gpu_euclidean_cluster.core.frame import GroupedRecords, flatten_heights
+from gpu_euclidean_cluster.core.config import ClusterConfig
+from gpu_euclidean_cluster.core.frame import (
+    FrameCodec,
+    GroupedRecords,
+    Unsupported,
+    flatten_heights,
+)
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cpu.frame import clip_mask, cluster_mask
-from gpu_euclidean_cluster.cuda.frame import (
+from gpu_euclidean_cluster.cpu.frame import CpuFrameCodec, clip_mask, cluster_mask
+from gpu_euclidean_cluster.cuda.frame_plan import (
     cluster_threads,
     compact_layout,
     layout_key,
@@ -62,7 +69,7 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
     read_fields,
     read_xyz,
 )
-from gpu_euclidean_cluster.ros.settings import NodeSettings
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
 from .conftest import FRAME_FIELDS, requires_cuda
 
@@ -478,9 +485,9 @@ class ModelCodec:
         self.xyz = np.empty((0, 3))
         self.implausible = 0
 
-    def process_whole(self, *args: Any) -> None:
+    def process_whole(self, *args: Any) -> Unsupported:
         """The model runs every frame step by step (``test_frame_graph.py`` models the graph)."""
-        return None
+        return Unsupported("the model runs every frame step by step")
 
     def decode(self, cloud: RawCloud, window: FrameWindow) -> DecodedFrame:
         self.cloud = cloud
@@ -592,6 +599,27 @@ def test_compact_layout_and_word_rule_match_keep_fields(base, name):
     if cloud.num_points:  # the coordinates pass through bit for bit, in the input's byte order
         assert read_xyz(expected).tobytes() == read_xyz(cloud).tobytes()
         assert np.array_equal(read_fields(expected, ["cluster_id"])["cluster_id"], labels)
+
+
+def contract(codec: type) -> dict[str, list[tuple[str, Any]]]:
+    """The parameters (names and defaults) of a codec's ``decode``, ``encode`` and
+    ``process_whole``."""
+    methods = ("decode", "encode", "process_whole")
+    return {
+        name: [
+            (p.name, p.default) for p in inspect.signature(getattr(codec, name)).parameters.values()
+        ]
+        for name in methods
+    }
+
+
+def test_the_cpu_codec_keeps_the_frame_codec_contract(base):
+    """``core.frame.FrameCodec``'s parameters, and an explicit answer for whole frames."""
+    assert contract(CpuFrameCodec) == contract(FrameCodec)
+    assert CpuFrameCodec.warm_up_points > 0
+    cloud = layout_cloud(base, "packed_f32")
+    whole = CpuFrameCodec().process_whole(cloud, ClusterConfig(d_th=0.5), FrameWindow())
+    assert isinstance(whole, Unsupported) and "step by step" in whole.reason
 
 
 @pytest.mark.parametrize(
@@ -947,7 +975,7 @@ def read_points_xyz(cloud: RawCloud) -> np.ndarray:
         "sensor_msgs_py.point_cloud2", reason="sensor_msgs_py is not installed"
     )
     std_msgs = pytest.importorskip("std_msgs.msg", reason="std_msgs is not installed")
-    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
 
     data = np.frombuffer(cloud.data, dtype=np.uint8)
     row_bytes = cloud.width * cloud.point_step
@@ -1261,6 +1289,19 @@ def test_out_of_memory_on_the_gpu_pipeline_falls_back_to_the_cpu(load_frame, mon
 
 @pytest.mark.gpu
 @requires_cuda
+def test_the_cuda_codec_keeps_the_frame_codec_contract(pipeline, base):
+    """``core.frame.FrameCodec``'s parameters; a configuration the frame graphs do not cover
+    gets an explicit answer (and runs step by step in the pipeline)."""
+    assert contract(type(pipeline)) == contract(FrameCodec)
+    cloud = layout_cloud(base, "unaligned_step29_big")  # runs whole (test_frame_graph.py)
+    config, window = SETTINGS["default"].cluster, SETTINGS["default"].window
+    whole = pipeline.process_whole(cloud, config.with_changes(method="edge"), window)
+    assert isinstance(whole, Unsupported) and whole.reason
+    assert isinstance(pipeline.process_whole(cloud, config, window), tuple)
+
+
+@pytest.mark.gpu
+@requires_cuda
 def test_warm_up_runs_the_gpu_codec():
     processor = FramePipeline("cuda")
     processor.warm_up(NodeSettings().cluster, NodeSettings().window)
@@ -1269,7 +1310,6 @@ def test_warm_up_runs_the_gpu_codec():
 
 def test_warm_up_of_every_stage_runs_boxes_merging_and_the_stages(monkeypatch):
     """A node warms up what it may switch on live: the stages, the boxes and the merging."""
-    from gpu_euclidean_cluster.core.config import ClusterConfig
     from gpu_euclidean_cluster.frame import DiffNormalsFilter, GroundRemoval
 
     calls: list[str] = []

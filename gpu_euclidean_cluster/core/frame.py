@@ -1,18 +1,24 @@
-"""What a frame codec hands around: the window a frame clusters, decoded and encoded frames.
+"""What a frame codec is and hands around: the window a frame clusters, decoded and encoded
+frames, and the codec's contract (:class:`FrameCodec`).
 
 The frame layer (``gpu_euclidean_cluster/frame/``) runs one PointCloud2 frame through a backend's
-frame codec (``cpu/frame.py`` or ``cuda/frame.py``, twins with the same interface): ``decode``
-onto the backend's device, then stages, clustering and ``encode``. These are the types both
-twins take and return; the CPU twin's ``cluster_mask`` defines the window's semantics.
+frame codec (``cpu/frame.py`` or ``cuda/frame.py``, twins that satisfy :class:`FrameCodec`):
+``decode`` onto the backend's device, then stages, clustering and ``encode``; or, with no stages,
+the whole frame at once where the codec can (``process_whole``). These are the types both twins
+take and return; the CPU twin's ``cluster_mask`` defines the window's semantics.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .config import ClusterConfig
+    from .result import ClusterResult
 
 #: Default plausibility limit of a coordinate (m): no LiDAR sees a kilometre, let alone 1000.
 MAX_COORDINATE = 1e6
@@ -154,3 +160,76 @@ class EncodedFrame:
     table: Any
     implausible_points: int
     grouped: GroupedRecords | None = None
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A path's answer for work it does not do (the caller takes another path), and why.
+
+    Attributes:
+        reason: what this path lacks for the work, in words.
+    """
+
+    reason: str
+
+
+#: A whole frame's outputs: the encoding and the clustering result.
+WholeFrame = tuple[EncodedFrame, "ClusterResult"]
+
+
+class FrameCodec(Protocol):
+    """A backend's PointCloud2 frame codec (``Backend.frame_codec``): ``cpu/frame.py``'s and
+    ``cuda/frame.py``'s twins, equal byte for byte. A codec keeps the last decoded frame (and
+    its buffers) for the next ``encode``; one codec serves one thread.
+
+    Attributes:
+        warm_up_points: points of the random cloud the frame layer runs once at start-up.
+    """
+
+    warm_up_points: int
+
+    def decode(self, cloud: Any, window: FrameWindow) -> DecodedFrame:
+        """Decode ``cloud`` (a ``pointcloud_io.pointcloud2.RawCloud``) onto the codec's device:
+        points (z flattened unless ``window.use_height``) and the window's mask.
+
+        Raises:
+            PointCloud2Error: the cloud cannot be decoded (as ``read_xyz`` raises).
+        """
+        ...
+
+    def encode(
+        self,
+        labels: Any,
+        sizes: Any,
+        copy: bool = True,
+        group: bool = False,
+        layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
+    ) -> EncodedFrame:
+        """The last decoded frame labelled with ``labels`` ((N,), -1 in no cluster; NumPy or the
+        device's arrays), ``sizes`` ((K,) host counts of clusters ``0..K-1``): the labelled
+        cloud in ``layout``, the cluster table (``cluster_stats.cluster_table``), the
+        implausible count, and with ``group`` each cluster's records (:func:`group_records`).
+        ``copy`` False may hand out views of buffers the next ``encode`` reuses.
+
+        Raises:
+            ValueError: ``labels`` do not number exactly ``len(sizes)`` non-empty clusters.
+        """
+        ...
+
+    def process_whole(
+        self,
+        cloud: Any,
+        config: ClusterConfig,
+        window: FrameWindow,
+        layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
+        copy: bool = True,
+        group: bool = False,
+    ) -> WholeFrame | Unsupported:
+        """``decode``, clustering with ``config`` and ``encode`` (``layout``, ``copy``, ``group``
+        as there) in one submission, with their outputs; :class:`Unsupported` where this codec
+        does not run the frame whole (the caller runs it step by step, with the same outputs).
+
+        Raises:
+            PointCloud2Error: the cloud cannot be decoded (as ``read_xyz`` raises).
+        """
+        ...

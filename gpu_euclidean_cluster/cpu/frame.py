@@ -23,10 +23,11 @@ from ..core.frame import (
     EncodedFrame,
     FrameWindow,
     LabeledLayout,
+    Unsupported,
+    WholeFrame,
     flatten_heights,
     group_records,
 )
-from ..core.result import ClusterResult
 from ..pointcloud_io.pointcloud2 import (
     XYZ,
     RawCloud,
@@ -36,9 +37,13 @@ from ..pointcloud_io.pointcloud2 import (
     read_xyz,
 )
 
+#: The CPU codec's answer to ``process_whole``.
+WHOLE_FRAMES_UNSUPPORTED = Unsupported("the CPU codec runs every frame step by step")
+
 
 class CpuFrameCodec:
-    """Decodes PointCloud2 payloads and encodes the labelled output with NumPy."""
+    """Decodes PointCloud2 payloads and encodes the labelled output with NumPy (a
+    ``core.frame.FrameCodec``)."""
 
     #: Points of the cloud the frame layer runs once at start-up (start-up time matters more
     #: than the first frame's on the CPU).
@@ -57,10 +62,11 @@ class CpuFrameCodec:
         layout: LabeledLayout = DEFAULT_LABELED_LAYOUT,
         copy: bool = True,
         group: bool = False,
-    ) -> tuple[EncodedFrame, ClusterResult] | None:
-        """None: on the CPU a frame is always decoded, clustered and encoded step by step (the
-        GPU twin runs some frames as one graph launch, with the same outputs)."""
-        return None
+    ) -> WholeFrame | Unsupported:
+        """:data:`WHOLE_FRAMES_UNSUPPORTED`: on the CPU a frame is always decoded, clustered and
+        encoded step by step (the GPU twin runs some frames as one graph launch, with the same
+        outputs)."""
+        return WHOLE_FRAMES_UNSUPPORTED
 
     def decode(self, cloud: RawCloud, window: FrameWindow) -> DecodedFrame:
         """Decode ``cloud`` for clustering: points (``read_xyz``'s dtype, z flattened unless

@@ -24,8 +24,8 @@ from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
 from .autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
 from .ccl import label_edges, label_vertices
-from .frame import SOURCE
-from .frame_graph import FrameGraphs, GraphFrameCodec
+from .frame import CudaFrameCodec
+from .frame_graph import FrameGraphs
 from .graph import (
     NeighbourSearch,
     build_adjacency_list,
@@ -125,11 +125,11 @@ class CudaBackend:
         """The CUDA twin (``cuda/velodyne.py``): one thread per firing and laser."""
         return CudaPacketDecoder(calibration, settings, self.device_id).decode_with
 
-    def frame_codec(self) -> GraphFrameCodec:
+    def frame_codec(self) -> CudaFrameCodec:
         """A codec that runs whole frames as graphs on this backend's buckets where it can."""
-        frame_graphs = FrameGraphs(self.graphs, SOURCE, self.device)
+        frame_graphs = FrameGraphs(self.graphs, self.device)
         self._frame_graphs.add(frame_graphs)
-        return GraphFrameCodec(frame_graphs)
+        return CudaFrameCodec(frame_graphs)
 
     def _release_graphs(self) -> None:
         for frame_graphs in list(self._frame_graphs):

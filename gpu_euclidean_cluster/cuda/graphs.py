@@ -36,13 +36,12 @@ capture of a new graph (0 when replayed), ``label`` the replay from launch to th
 synchronisation (every kernel on the device and the copies inside the graph), ``filter`` the
 reading of the sizes (and the host sort where needed), ``transfer_out`` the labels' copy into the
 returned array (with one more synchronisation for a cloud over
-:data:`PINNED_LABELS_MAX_POINTS`). :meth:`ClusterGraphs.stage_split` times the same steps stage by
-stage with events, for the benchmarks.
+:data:`PINNED_LABELS_MAX_POINTS`). The benchmarks' stage split (``benchmarks/stage_split.py``) times
+the same steps stage by stage with events (:attr:`GraphCall.graph` holds them).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -57,15 +56,14 @@ from ..core.config import PAPER_SEARCHES, ClusterConfig, resolve_method
 from ..core.result import ClusterResult
 from ..core.work import needs_estimate
 from .launches import (
-    DEVICE_TO_DEVICE,
     DEVICE_TO_HOST,
     HOST_TO_DEVICE,
+    CapturedGraph,
     Copy,
+    GraphCapturer,
     KernelLaunch,
     Step,
-    capture,
-    kernel_launches,
-    stage_split,
+    copy_async,
 )
 from .module import THREADS, blocks
 from .numbering import (
@@ -87,8 +85,6 @@ from .union_find import (
     search_kind,
 )
 
-log = logging.getLogger(__name__)
-
 #: Smallest bucket (points): every cloud of up to this many points shares it.
 MIN_BUCKET = 1024
 #: Buckets per doubling of the size: a cloud is padded by at most 1 / BUCKETS_PER_OCTAVE.
@@ -103,10 +99,7 @@ MAX_GRAPHS = 64
 #: graph (2 M points: 0.66 ms against 0.94 ms).
 PINNED_LABELS_MAX_POINTS = 1 << 20
 
-#: The stages of :meth:`ClusterGraphs.stage_split`, in order: the input's copy (host clock),
-#: the graph's steps grouped (events), the labels' copy into the returned array (host clock).
-SPLIT_STAGES = ("copy_points", "copy_in", "stage", "grid", "link", "finish", "numbering",
-                "copy_out", "labels_out")  # fmt: skip
+#: The stage of a labelling step, by kernel (others: ``grid``).
 _GRID_STAGE = {"uf_link_cells": "link", "uf_link_exhaustive": "link", "uf_finish": "finish"}
 
 
@@ -151,6 +144,7 @@ class GraphCall:
         graph_launches: graph launches made (1).
         outside_copies: copies issued beside the graph (device input in, device labels out).
         host_syncs: host synchronisations (1; 2 where the keys were sorted after the graph).
+        graph: the graph launched (its steps by stage: what the benchmarks' stage split issues).
     """
 
     points: int
@@ -162,6 +156,7 @@ class GraphCall:
     graph_launches: int
     outside_copies: int
     host_syncs: int
+    graph: ClusterGraph
 
 
 class Bucket:
@@ -244,23 +239,14 @@ def _aligned(nbytes: int) -> int:
     return -(-nbytes // 256) * 256
 
 
-class _Graph:
-    """A captured graph, its steps by stage (they hold the arrays the graph uses) and counts."""
+@dataclass(frozen=True)
+class ClusterGraph:
+    """A captured clustering graph, the component ids it leaves and its size filter's bounds."""
 
-    def __init__(
-        self,
-        graph: Any,
-        steps: list[tuple[str, Step]],
-        components: cupy.ndarray,
-        low: np.int32,
-        high: np.int32,
-    ) -> None:
-        self.graph = graph
-        self.steps = steps
-        self.components = components
-        self.low, self.high = low, high
-        self.kernel_nodes = kernel_launches([step for _, step in steps])
-        self.copy_nodes = len(steps) - self.kernel_nodes
+    captured: CapturedGraph
+    components: cupy.ndarray
+    low: np.int32
+    high: np.int32
 
 
 class ClusterGraphs:
@@ -272,11 +258,9 @@ class ClusterGraphs:
     def __init__(self, device_id: int) -> None:
         self.device_id = device_id
         self._buckets: OrderedDict[int, Bucket] = OrderedDict()
-        self._graphs: OrderedDict[_Key, _Graph] = OrderedDict()
-        self._capture_stream: cupy.cuda.Stream | None = None
+        self._graphs: OrderedDict[_Key, ClusterGraph] = OrderedDict()
+        self._capturer = GraphCapturer(device_id, "CUDA graph", "clustering stage by stage")
         self.lock = threading.Lock()
-        #: Why graphs are off for good on this device (a capture failed), else None.
-        self.disabled: str | None = None
         #: The last call's counts, None before the first.
         self.last_call: GraphCall | None = None
 
@@ -288,6 +272,11 @@ class ClusterGraphs:
     def _clear(self) -> None:
         self._graphs.clear()
         self._buckets.clear()
+
+    @property
+    def disabled(self) -> str | None:
+        """Why graphs are off for good on this device (a capture failed), else None."""
+        return self._capturer.disabled
 
     @property
     def held_bytes(self) -> int:
@@ -317,9 +306,9 @@ class ClusterGraphs:
             self._graphs.move_to_end(key)
             captured_at = time.perf_counter()
             stream = cupy.cuda.get_current_stream()
-            outside = self._copy_input(bucket, points, mask, n, stream)
+            outside = self.copy_input(bucket, points, mask, n, stream)
             staged_at = time.perf_counter()
-            graph.graph.launch(stream)
+            graph.captured.graph.launch(stream)
             stream.synchronize()
             syncs = 1
             ran_at = time.perf_counter()
@@ -328,7 +317,7 @@ class ClusterGraphs:
                 syncs += 1
             sizes, num_components = read_sizes(bucket.host_out)
             read_at = time.perf_counter()
-            labels, copies, synced = self._fetch_labels(bucket, to_host, n, stream)
+            labels, copies, synced = self.fetch_labels(bucket, to_host, n, stream)
             outside += copies
             syncs += synced
             done = time.perf_counter()
@@ -337,11 +326,12 @@ class ClusterGraphs:
                 bucket=key[0],
                 captured=captured,
                 capture_ms=(captured_at - start) * 1e3 if captured else 0.0,
-                kernel_nodes=graph.kernel_nodes,
-                copy_nodes=graph.copy_nodes,
+                kernel_nodes=graph.captured.kernel_nodes,
+                copy_nodes=graph.captured.copy_nodes,
                 graph_launches=1,
                 outside_copies=outside,
                 host_syncs=syncs,
+                graph=graph,
             )
             held = bucket.nbytes
         timings = {
@@ -362,32 +352,6 @@ class ClusterGraphs:
             num_components=num_components,
             peak_bytes=held,
         )
-
-    def stage_split(
-        self, points: Any, config: ClusterConfig, repeats: int = 20
-    ) -> dict[str, float] | None:
-        """Median milliseconds of each stage of :data:`SPLIT_STAGES` for ``points`` (no mask):
-        the graph's steps issued one stage at a time between events (the graph itself is not
-        launched), the copies beside it timed on the host clock up to a synchronisation; None
-        where graphs are off."""
-        to_host = isinstance(points, np.ndarray)
-        xp = np if to_host else cupy
-        points = xp.ascontiguousarray(points, dtype=xp.float32)
-        n = int(points.shape[0])
-        if self.cluster(points, None, config, "") is None:  # captures the graph where needed
-            return None
-        key, _, _ = graph_key(n, to_host, False, config)
-        stream = cupy.cuda.get_current_stream()
-        with self.lock:
-            bucket, graph = self._buckets[key[0]], self._graphs[key]
-            return stage_split(
-                graph.steps,
-                SPLIT_STAGES,
-                lambda: self._copy_input(bucket, points, None, n, stream),
-                lambda: self._fetch_labels(bucket, to_host, n, stream),
-                repeats,
-                self.device_id,
-            )
 
     def bucket(self, size: int) -> Bucket:
         """The buffers of the bucket of ``size`` points (made, dropping the least recently used
@@ -452,46 +416,37 @@ class ClusterGraphs:
 
     def _capture(
         self, key: _Key, bucket: Bucket, thr: np.float32, side: float | None
-    ) -> _Graph | None:
-        """Capture the steps of ``key`` on the private stream; None, with graphs off for good on
-        this device, where the capture fails."""
+    ) -> ClusterGraph | None:
+        """Capture the steps of ``key``; None, with graphs off for good on this device, where
+        the capture fails."""
         steps, components = self.cluster_steps(key, bucket, thr, side)
-        if self._capture_stream is None:
-            self._capture_stream = cupy.cuda.Stream(non_blocking=True)
-        try:
-            graph = capture([step for _, step in steps], self._capture_stream, self.device_id)
-        except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as error:
-            self.disabled = f"{type(error).__name__}: {error}"
-            log.warning(
-                "CUDA graph capture failed on device %d (%s): clustering stage by stage from now",
-                self.device_id,
-                self.disabled,
-            )
+        captured = self._capturer.capture(steps)
+        if captured is None:
             self._clear()
             return None
         while len(self._graphs) >= MAX_GRAPHS:
             self._graphs.popitem(last=False)
-        entry = _Graph(graph, steps, components, np.int32(key[6]), np.int32(key[7]))
+        entry = ClusterGraph(captured, components, np.int32(key[6]), np.int32(key[7]))
         self._graphs[key] = entry
         return entry
 
-    def _copy_input(
+    def copy_input(
         self, bucket: Bucket, points: Any, mask: Any, n: int, stream: cupy.cuda.Stream
     ) -> int:
         """N into its page-locked word, the points (and the mask) into the bucket's device
-        buffers on ``stream``; the copies issued."""
+        buffers on ``stream`` (call with :attr:`lock` held); the copies issued."""
         bucket.host_count[0] = n
-        _copy_async(bucket.points.data.ptr, points, 12 * n, stream)
+        copy_async(bucket.points.data.ptr, points, 12 * n, stream)
         if mask is None:
             return 1
         if isinstance(mask, np.ndarray):
             mask = np.ascontiguousarray(mask)
         else:
             mask = cupy.ascontiguousarray(mask)
-        _copy_async(bucket.mask.data.ptr, mask, n, stream)
+        copy_async(bucket.mask.data.ptr, mask, n, stream)
         return 2
 
-    def _fetch_labels(
+    def fetch_labels(
         self, bucket: Bucket, to_host: bool, n: int, stream: cupy.cuda.Stream
     ) -> tuple[Any, int, int]:
         """The returned labels, once the graph (and any sort after it) has finished: ``(labels,
@@ -505,15 +460,15 @@ class ClusterGraphs:
             return bucket.host_labels[:n].copy(), 0, 0
         if not to_host:
             labels = cupy.empty(n, dtype=cupy.int32)
-            _copy_async(labels, source, 4 * n, stream)
+            copy_async(labels, source, 4 * n, stream)
             return labels, 1, 0
         labels = np.empty(n, dtype=np.int32)
-        _copy_async(labels, source, 4 * n, stream)
+        copy_async(labels, source, 4 * n, stream)
         stream.synchronize()
         return labels, 1, 1
 
     def _sort_after(
-        self, bucket: Bucket, graph: _Graph, to_host: bool, n: int, stream: cupy.cuda.Stream
+        self, bucket: Bucket, graph: ClusterGraph, to_host: bool, n: int, stream: cupy.cuda.Stream
     ) -> None:
         """More components than one block sorts: rank them by CuPy's sort, after the graph, and
         copy the counts (and the page-locked labels, where the graph copied them) again: one
@@ -523,25 +478,5 @@ class ClusterGraphs:
         rank_by_host_sort(self.device_id, graph.components, numbering, count, graph.low, graph.high)
         numbering.copy_out(bucket.host_out).issue(self.device_id)
         if to_host and bucket.pinned_labels:
-            _copy_async(bucket.host_labels, numbering.labels, 4 * n, stream)
+            copy_async(bucket.host_labels, numbering.labels, 4 * n, stream)
         stream.synchronize()
-
-
-def _copy_async(dst: Any, src: Any, nbytes: int, stream: cupy.cuda.Stream) -> None:
-    """``cudaMemcpyAsync`` of ``nbytes`` between two arrays (an int: a device address), each
-    NumPy (host, page-locked or not) or CuPy, in the direction their kinds say."""
-    dst_ptr, dst_host = _address(dst)
-    src_ptr, src_host = _address(src)
-    kind = {(False, True): HOST_TO_DEVICE, (True, False): DEVICE_TO_HOST}.get(
-        (dst_host, src_host), DEVICE_TO_DEVICE
-    )
-    cupy.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, kind, stream.ptr)
-
-
-def _address(array: Any) -> tuple[int, bool]:
-    """``(address, on the host)`` of a NumPy or CuPy array, or of a device address."""
-    if isinstance(array, np.ndarray):
-        return int(array.ctypes.data), True
-    if isinstance(array, int):
-        return array, False
-    return int(array.data.ptr), False

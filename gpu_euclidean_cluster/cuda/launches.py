@@ -1,25 +1,29 @@
 """Device work as data: kernel launches, copies and memsets, issued one by one or captured.
 
-A method that may run inside a CUDA graph (``union_find.py``, ``numbering.py``) describes its
-work as a list of :class:`Step` objects instead of issuing it: the staged path issues the steps at
-once on the current stream (:func:`issue`), the graph path (``graphs.py``) issues the same steps
-while a stream captures them, and the benchmarks' stage split issues them with events between
-named stages. Every size and pointer of a step is fixed when the step is made: a step holds the
-CuPy arrays its kernel reads or writes (so they live as long as the step), while a copy or a
-memset holds raw addresses, whose buffers the caller keeps.
+A method that may run inside a CUDA graph (``union_find.py``, ``numbering.py``) describes its work
+as a list of :class:`Step` objects instead of issuing it: the staged path issues the steps at once
+on the current stream (:func:`issue`), the graph paths (``graphs.py``, ``frame_graph.py``) capture
+the same steps through one :class:`GraphCapturer`, and the benchmarks' stage split
+(``benchmarks/stage_split.py``) issues them with events between named stages. Every size and pointer
+of a step is fixed when the step is made: a step holds the CuPy arrays its kernel reads or writes
+(so they live as long as the step), while a copy or a memset holds raw addresses, whose buffers the
+caller keeps.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cupy
 import numpy as np
 
 from .module import KernelSource, compile_source, get_kernel
+
+if TYPE_CHECKING:
+    import cupy
+
+log = logging.getLogger(__name__)
 
 #: ``cudaMemcpyKind`` values of :class:`Copy`.
 HOST_TO_DEVICE = 1
@@ -62,6 +66,8 @@ class Copy:
         return {HOST_TO_DEVICE: "copy_h2d", DEVICE_TO_HOST: "copy_d2h"}.get(self.kind, "copy_d2d")
 
     def issue(self, device_id: int) -> None:
+        import cupy
+
         stream = cupy.cuda.get_current_stream()
         cupy.cuda.runtime.memcpyAsync(self.dst, self.src, self.nbytes, self.kind, stream.ptr)
 
@@ -79,6 +85,8 @@ class Memset:
         return "memset"
 
     def issue(self, device_id: int) -> None:
+        import cupy
+
         stream = cupy.cuda.get_current_stream()
         cupy.cuda.runtime.memsetAsync(self.ptr, self.value, self.nbytes, stream.ptr)
 
@@ -115,39 +123,77 @@ def capture(steps: list[Step], stream: cupy.cuda.Stream, device_id: int) -> Any:
     return graph
 
 
-def stage_split(
-    steps: list[tuple[str, Step]],
-    stages: tuple[str, ...],
-    copy_in: Callable[[], object],
-    copy_out: Callable[[], object],
-    repeats: int,
-    device_id: int,
-) -> dict[str, float]:
-    """Median milliseconds of each of ``stages``: the first is ``copy_in`` and the last
-    ``copy_out``, each timed on the host clock up to a synchronisation; between them, the
-    ``steps`` tagged with each stage, issued one stage at a time on the current stream between
-    events (a stage of several launches includes the host's gaps between them)."""
-    stream = cupy.cuda.get_current_stream()
-    samples: dict[str, list[float]] = {stage: [] for stage in stages}
-    inside = stages[1:-1]
-    for _ in range(repeats):
-        samples[stages[0]].append(_host_ms(copy_in, stream))
-        events = {stage: (cupy.cuda.Event(), cupy.cuda.Event()) for stage in inside}
-        for stage in inside:
-            events[stage][0].record(stream)
-            issue([step for tag, step in steps if tag == stage], device_id)
-            events[stage][1].record(stream)
-        stream.synchronize()
-        for stage in inside:
-            samples[stage].append(cupy.cuda.get_elapsed_time(*events[stage]))
-        samples[stages[-1]].append(_host_ms(copy_out, stream))
-    return {stage: float(np.median(values)) for stage, values in samples.items()}
+@dataclass(frozen=True)
+class CapturedGraph:
+    """A captured graph and its steps by stage (they hold the arrays the graph uses).
+
+    Attributes:
+        graph: CuPy's graph, launched with ``graph.launch(stream)``.
+        steps: ``(stage, step)`` in issue order.
+        kernel_nodes, copy_nodes: kernels, and copies or memsets, inside the graph.
+    """
+
+    graph: Any
+    steps: list[tuple[str, Step]]
+    kernel_nodes: int
+    copy_nodes: int
 
 
-def _host_ms(call: Callable[[], object], stream: cupy.cuda.Stream) -> float:
-    """Milliseconds of ``call`` on the host clock, from an idle stream to its synchronisation."""
-    stream.synchronize()
-    start = time.perf_counter()
-    call()
-    stream.synchronize()
-    return (time.perf_counter() - start) * 1e3
+class GraphCapturer:
+    """Captures step lists on one device's private stream until a capture fails; from then on
+    it is off for good (:attr:`disabled` says why) and the caller runs its steps staged."""
+
+    def __init__(self, device_id: int, graphs: str, fallback: str) -> None:
+        """A capturer for ``device_id``; its one warning names the ``graphs`` (``CUDA graph``)
+        and what runs instead (``clustering stage by stage``)."""
+        self.device_id = device_id
+        self._graphs = graphs
+        self._fallback = fallback
+        self._stream: cupy.cuda.Stream | None = None
+        #: Why capture is off for good (a capture failed), else None.
+        self.disabled: str | None = None
+
+    def capture(self, steps: list[tuple[str, Step]]) -> CapturedGraph | None:
+        """``steps`` captured (:func:`capture`); None, with capture off for good and one
+        warning logged, where the capture fails."""
+        import cupy
+
+        if self._stream is None:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+        plain = [step for _, step in steps]
+        try:
+            graph = capture(plain, self._stream, self.device_id)
+        except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as error:
+            self.disabled = f"{type(error).__name__}: {error}"
+            log.warning(
+                "%s capture failed on device %d (%s): %s from now",
+                self._graphs,
+                self.device_id,
+                self.disabled,
+                self._fallback,
+            )
+            return None
+        kernels = kernel_launches(plain)
+        return CapturedGraph(graph, steps, kernels, len(plain) - kernels)
+
+
+def copy_async(dst: Any, src: Any, nbytes: int, stream: cupy.cuda.Stream) -> None:
+    """``cudaMemcpyAsync`` of ``nbytes`` between two arrays (an int: a device address), each
+    NumPy (host, page-locked or not) or CuPy, in the direction their kinds say."""
+    import cupy
+
+    dst_ptr, dst_host = _address(dst)
+    src_ptr, src_host = _address(src)
+    kind = {(False, True): HOST_TO_DEVICE, (True, False): DEVICE_TO_HOST}.get(
+        (dst_host, src_host), DEVICE_TO_DEVICE
+    )
+    cupy.cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, kind, stream.ptr)
+
+
+def _address(array: Any) -> tuple[int, bool]:
+    """``(address, on the host)`` of a NumPy or CuPy array, or of a device address."""
+    if isinstance(array, np.ndarray):
+        return int(array.ctypes.data), True
+    if isinstance(array, int):
+        return array, False
+    return int(array.data.ptr), False

@@ -46,7 +46,7 @@ _EXTRA_SLACK = 64
 
 ORIENTED_BOXES = KernelSource(
     "oriented_boxes",
-    ("widen.cuh", "oriented_boxes.cu"),
+    ("widen.cuh", "block_scan.cuh", "oriented_boxes.cu"),
     {
         "BOXES_THREADS": BOXES_THREADS,
         "BOXES_MAX_COORDINATE": MAX_BOX_COORDINATE,

@@ -7,17 +7,17 @@
     >>> pipeline.process(cloud, config, window, oriented_boxes=True).boxes  # yaw, length, width
     >>> pipeline.process(cloud, config, window, labeled_layout="compact").labeled  # x y z id
 
-The backend's frame codec (``Backend.frame_codec``: ``cpu/frame.py`` or ``cuda/frame.py``, twins
-with identical output) decodes the PointCloud2 payload onto the backend's device; the stages run
-there in order; the clusterer labels the points; the codec encodes the labelled cloud and the
-cluster table. On the CUDA backend the frame stays on the GPU from one host -> device copy of the
-raw payload to one copy back; the records grouped by cluster, asked for by a caller that
-publishes each cluster's points, come back with it. A frame with no stages or boxes is
-first offered to the codec whole (``process_whole``): the CUDA codec runs it as one graph launch
-and one synchronisation where the clustering is a graph's (``cuda/frame_graph.py``). Oriented
-boxes, asked for, are fitted by the backend (``Backend.oriented_boxes``) to the decoded
-coordinates where they are the input's (on the GPU: a float32 cloud), with one more
-synchronisation for their rows.
+The backend's frame codec (``Backend.frame_codec``, a ``core.frame.FrameCodec``: ``cpu/frame.py`` or
+``cuda/frame.py``, twins with identical output) decodes the PointCloud2 payload onto the backend's
+device; the stages run there in order; the clusterer labels the points; the codec encodes the
+labelled cloud and the cluster table. On the CUDA backend the frame stays on the GPU from one host
+-> device copy of the raw payload to one copy back; the records grouped by cluster, asked for by a
+caller that publishes each cluster's points, come back with it. A frame with no stages or boxes is
+first offered to the codec whole (``process_whole``): the CUDA codec runs it as one graph launch and
+one synchronisation where the clustering is a graph's (``cuda/frame_graph.py``); elsewhere the codec
+answers ``core.frame.Unsupported`` and the frame runs step by step. Oriented boxes, asked for, are
+fitted by the backend (``Backend.oriented_boxes``) to the decoded coordinates where they are the
+input's (on the GPU: a float32 cloud), with one more synchronisation for their rows.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ from ..core.frame import (
     DEFAULT_LABELED_LAYOUT,
     DecodedFrame,
     EncodedFrame,
+    FrameCodec,
     FrameWindow,
     GroupedRecords,
     LabeledLayout,
+    Unsupported,
     flatten_heights,
 )
 from ..core.ground import GroundFit
@@ -161,7 +163,7 @@ class FramePipeline:
         self._backend: Backend = (
             make_backend(backend, device_id) if isinstance(backend, str) else backend
         )
-        self._codec = self._backend.frame_codec()
+        self._codec: FrameCodec = self._backend.frame_codec()
         self._clusterer = EuclideanClusterer(ClusterConfig(), self._backend)
         self._host: FramePipeline | None = None
         self._stages = tuple(stages)
@@ -265,7 +267,7 @@ class FramePipeline:
             whole = self._codec.process_whole(
                 cloud, config, window, asked.labeled_layout, self._copy_output, asked.group_records
             )
-            if whole is not None:
+            if not isinstance(whole, Unsupported):
                 return _output(*whole)
         # Stages and boxes see the true heights (a ground plane needs z, a box its z range); with
         # use_height False the points are flattened after the stages, as the codec would have

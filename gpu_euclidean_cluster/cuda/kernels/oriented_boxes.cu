@@ -2,9 +2,9 @@
 // the same convex hulls (the same quickhull, the same float64 predicates), the same rectangle per
 // hull edge bit for bit, and per cluster its least-area edges, from which the host (core's
 // box_rows) picks the box as the CPU does (the yaw needs arctan2, which only the host computes
-// as NumPy does). Every name here starts with boxes_, but widen_exact of widen.cuh, which
-// cuda/oriented_boxes.py puts before this file in its compile unit (cuda/module.py:
-// --fmad=false), compiled with the constants below passed with -D; it launches:
+// as NumPy does). Every name here starts with boxes_, but widen_exact of widen.cuh and block_scan
+// of block_scan.cuh, which cuda/oriented_boxes.py puts before this file in its compile unit
+// (cuda/module.py: --fmad=false), compiled with the constants below passed with -D; it launches:
 //
 //   boxes_group_f32 / boxes_group_f64  one thread per point: a point of cluster c (its label;
 //       -1 and below: none) goes to a free slot of c's range [offsets[c], offsets[c+1]) of the
@@ -64,7 +64,6 @@
 #endif
 
 #define BOXES_NONE 0xffffffffffffffffULL
-#define BOXES_FULL_MASK 0xffffffffu
 #define BOXES_WARPS (BOXES_THREADS / 32)
 
 // Scratch of one call, S grouped points and E = S + 2K edge slots (cluster c: points
@@ -156,32 +155,6 @@ extern "C" __global__ void boxes_group_f64(const double* __restrict__ xyz,
                                            const int* __restrict__ offsets, double* doubles,
                                            int* ints, int s, double* out) {
     boxes_group(xyz, labels, n, k, offsets, doubles, ints, s, out);
-}
-
-// Exclusive prefix sum of value over the block (every thread calls it); *total: the block's sum.
-__device__ int boxes_block_scan(int value, int* warp_sums, int* total) {
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    int inclusive = value;
-    for (int offset = 1; offset < 32; offset <<= 1) {
-        const int other = __shfl_up_sync(BOXES_FULL_MASK, inclusive, offset);
-        if (lane >= offset) inclusive += other;
-    }
-    if (lane == 31) warp_sums[warp] = inclusive;
-    __syncthreads();
-    if (warp == 0) {
-        int sum = lane < BOXES_WARPS ? warp_sums[lane] : 0;
-        for (int offset = 1; offset < 32; offset <<= 1) {
-            const int other = __shfl_up_sync(BOXES_FULL_MASK, sum, offset);
-            if (lane >= offset) sum += other;
-        }
-        if (lane < BOXES_WARPS) warp_sums[lane] = sum;
-    }
-    __syncthreads();
-    const int before = warp > 0 ? warp_sums[warp - 1] : 0;
-    *total = warp_sums[BOXES_WARPS - 1];
-    __syncthreads();
-    return before + inclusive - value;
 }
 
 // a before b in (x, y, index) order, and a after b in (x, y) order with the lower index first.
@@ -338,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(BOXES_THREADS)
             const int j = base + tid;
             const int grow = j < m ? 1 + (apex[j] != BOXES_NONE) : 0;
             int total;
-            const int before = boxes_block_scan(grow, warp_sums, &total);
+            const int before = block_scan(grow, warp_sums, &total);
             if (j < m) start[j] = carry + before;
             carry += total;
         }

@@ -1,7 +1,7 @@
 // The frame codec's grouping of the input records by cluster, for the object messages that
-// carry each cluster's points (cuda/frame.py, CudaFrameCodec.encode(..., group=True)); compiled
-// in the pointcloud2 unit, after pointcloud2.cu, whose pc2_table sorts the keys it reads. Twin of
-// core/frame.py's group_records (the CPU twin's): the same bytes.
+// carry each cluster's points (cuda/frame_steps.py; CudaFrameCodec.encode(..., group=True));
+// compiled in the pointcloud2 unit, after pointcloud2.cu; the keys it reads are sorted by
+// pc2_sort.cu's passes. Twin of core/frame.py's group_records (the CPU twin's): the same bytes.
 //
 // keys: the frame's (label + 1) << 32 | index keys, sorted, so that the points in no cluster come
 // first and each cluster's points follow in input order; the `count` keys from `first` are the
@@ -25,22 +25,9 @@ __device__ __forceinline__ void pc2_group_copy(const T* __restrict__ raw,
     }
 }
 
-extern "C" __global__ void pc2_group_records(const unsigned char* __restrict__ raw,
-                                             const unsigned long long* __restrict__ keys,
-                                             long long first, long long count, int width,
-                                             long long row_step, int point_step, int unit,
-                                             unsigned char* __restrict__ out) {
-    if (unit == 4) {
-        pc2_group_copy((const unsigned*)raw, keys, first, count * (point_step / 4), width,
-                       row_step / 4, point_step / 4, (unsigned*)out);
-    } else {
-        pc2_group_copy(raw, keys, first, count * point_step, width, row_step, point_step, out);
-    }
-}
-
-// The same inside a captured frame graph (cuda/frame_graph.py): the shape read from dims
-// (PC2_DIMS_*), the clustered points from starts[0] (pc2_table_bounds: the unlabelled points sort
-// first) to n, and the unit chosen on the device by the same rule (row_step varies by frame).
+// The shape is read from dims (PC2_DIMS_*), the clustered points from starts[0] (the unlabelled
+// points sort first) to n, and the unit chosen on the device by the rule above (row_step varies
+// by frame).
 extern "C" __global__ void pc2_group_records_sized(const unsigned char* __restrict__ raw,
                                                    const unsigned long long* __restrict__ keys,
                                                    const int* __restrict__ starts,

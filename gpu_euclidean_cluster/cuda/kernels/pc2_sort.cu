@@ -1,6 +1,7 @@
-// The cluster table's sort and bounds inside a captured frame graph (cuda/frame_graph.py), where
-// the cluster count is known only on the device. Part of the pointcloud2 unit, after
-// pointcloud2.cu (PC2_DIMS_*, PC2_SUM_LEAF).
+// The cluster table's sort, for every frame (cuda/frame_steps.py), and its bounds inside a
+// captured frame graph (cuda/frame_graph.py), where the cluster count is known only on the device.
+// Part of the pointcloud2 unit, after pointcloud2.cu (PC2_DIMS_*, PC2_SUM_LEAF) and
+// block_scan.cuh.
 //
 // Rules:
 //   * The keys are pc2_encode's, (label + 1) << 32 | index, one per point of the frame's n points
@@ -11,7 +12,7 @@
 //     digits (pc2_radix_count), one block scans the counts digit-major (pc2_scan_counts), and
 //     each key goes to its digit's offset for its tile plus the keys of that digit before it in
 //     the tile (pc2_radix_scatter). The keys start in index order, so the sorted keys are those
-//     of CuPy's sort of the full 64-bit keys: by label, then index.
+//     of a sort of the full 64-bit keys: by label, then index.
 //   * pc2_table_bounds reads the table's starts (K + 1: cluster c at sorted positions
 //     starts[c] .. starts[c + 1] - 1) and K off the sorted keys: labels are dense (0 .. K - 1,
 //     each non-empty), so K is the last key's label + 1 (clamped to the buffers' most).
@@ -20,44 +21,17 @@
 //     a frame whose numbering could not rank its components is safe to run and discard.
 
 #ifndef PC2_SUM_LEAF
-#error "PC2_SUM_LEAF must be defined by cuda/frame.py (core.cluster_stats.SUM_LEAF)"
+#error "PC2_SUM_LEAF must be defined by cuda/frame_steps.py (core.cluster_stats.SUM_LEAF)"
 #endif
 #ifndef PC2_RADIX_BITS
-#error "PC2_RADIX_BITS must be defined by cuda/frame.py (frame_graph.RADIX_BITS)"
+#error "PC2_RADIX_BITS must be defined by cuda/frame_steps.py (RADIX_BITS)"
 #endif
 #ifndef PC2_SORT_TILE
-#error "PC2_SORT_TILE must be defined by cuda/frame.py (frame_graph.SORT_TILE)"
+#error "PC2_SORT_TILE must be defined by cuda/frame_steps.py (SORT_TILE)"
 #endif
 
 #define PC2_RADIX_DIGITS (1 << PC2_RADIX_BITS)
 #define PC2_SORT_WARPS (PC2_SORT_TILE / 32)
-
-// Exclusive prefix sum of `value` over the block (blockDim.x a multiple of 32, at most 1024);
-// *total gets the block's sum. Every thread of the block must call it.
-__device__ int pc2_block_scan(int value, int* total) {
-    __shared__ int warp_sums[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    int x = value;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) warp_sums[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        int w = lane < warps ? warp_sums[lane] : 0;
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o) w += y;
-        }
-        warp_sums[lane] = w;  // inclusive
-    }
-    __syncthreads();
-    const int before = (warp ? warp_sums[warp - 1] : 0) + x - value;
-    *total = warp_sums[warps - 1];
-    __syncthreads();  // warp_sums is reused by the next call
-    return before;
-}
 
 __device__ __forceinline__ int pc2_digit(unsigned long long key, int shift) {
     return (int)((key >> shift) & (PC2_RADIX_DIGITS - 1));
@@ -85,8 +59,9 @@ extern "C" __global__ void pc2_scan_counts(int* __restrict__ counts, int length)
     const int begin = min(length, (int)threadIdx.x * per), end = min(length, begin + per);
     int sum = 0;
     for (int j = begin; j < end; ++j) sum += counts[j];
+    __shared__ int warp_sums[32];
     int total;
-    int run = pc2_block_scan(sum, &total);
+    int run = block_scan(sum, warp_sums, &total);
     for (int j = begin; j < end; ++j) {
         const int c = counts[j];
         counts[j] = run;
@@ -154,6 +129,7 @@ extern "C" __global__ void pc2_table_bounds(const unsigned long long* __restrict
 extern "C" __global__ void pc2_table_offsets(const int* __restrict__ starts,
                                              const int* __restrict__ num_clusters,
                                              int* __restrict__ offsets) {
+    __shared__ int warp_sums[32];
     const int k = *num_clusters;
     int base = 0;
     for (int first = 0; first <= k; first += blockDim.x) {
@@ -161,7 +137,7 @@ extern "C" __global__ void pc2_table_offsets(const int* __restrict__ starts,
         const int leaves =
             c < k ? (starts[c + 1] - starts[c] + PC2_SUM_LEAF - 1) / PC2_SUM_LEAF : 0;
         int total;
-        const int before = pc2_block_scan(leaves, &total);
+        const int before = block_scan(leaves, warp_sums, &total);
         if (c <= k) offsets[c] = base + before;
         base += total;
     }

@@ -2,7 +2,7 @@
 // window mask, the labelled output payload and the per-cluster table, bit for bit equal to the
 // CPU twin (pointcloud2.read_xyz, cpu/frame.py's cluster_mask / clip_mask, core/frame.py's
 // flatten_heights, pointcloud2.append_fields, cluster_stats.cluster_rgb / pack_rgb / cluster_table). Every name
-// here starts with pc2_. Loaded by cuda/frame.py, which compiles it after common.cuh with
+// here starts with pc2_. Loaded by cuda/frame_steps.py, which compiles it after common.cuh with
 // --fmad=false and the constants it defines.
 //
 // With --fmad=false each product and sum below is rounded on its own, exactly as NumPy (which
@@ -170,14 +170,8 @@ __device__ __forceinline__ void pc2_decode_point(const unsigned char* __restrict
     }
 }
 
-extern "C" __global__ void pc2_decode(const unsigned char* __restrict__ raw, int n, int width,
-                                      long long row_step, PC2_DECODE_PARAMS) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) pc2_decode_point(raw, i, width, row_step, PC2_DECODE_ARGS);
-}
-
-// The same with the cloud's shape read from the device (PC2_DIMS), for a captured graph that
-// serves every cloud of its size bucket (cuda/frame_graph.py); launched for the bucket's points.
+// The cloud's shape is read from the device (PC2_DIMS), so that a captured graph serves every
+// cloud of its size bucket (cuda/frame_graph.py); launched for up to that many points.
 extern "C" __global__ void pc2_decode_sized(const unsigned char* __restrict__ raw,
                                             const long long* __restrict__ dims,
                                             PC2_DECODE_PARAMS) {
@@ -266,12 +260,6 @@ __device__ __forceinline__ void pc2_encode_word(const unsigned char* __restrict_
     out[t] = word;
 }
 
-extern "C" __global__ void pc2_encode(const unsigned char* __restrict__ raw, int n, int width,
-                                      long long row_step, PC2_ENCODE_PARAMS) {
-    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (t < (long long)n * out_words) pc2_encode_word(raw, t, width, row_step, PC2_ENCODE_ARGS);
-}
-
 extern "C" __global__ void pc2_encode_sized(const unsigned char* __restrict__ raw,
                                             const long long* __restrict__ dims,
                                             PC2_ENCODE_PARAMS) {
@@ -322,15 +310,6 @@ __device__ __forceinline__ void pc2_encode_compact_word(const unsigned char* __r
     out[t] = word;
 }
 
-extern "C" __global__ void pc2_encode_compact(const unsigned char* __restrict__ raw, int n,
-                                              int width, long long row_step,
-                                              PC2_COMPACT_PARAMS) {
-    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (t < (long long)n * out_words) {
-        pc2_encode_compact_word(raw, t, width, row_step, PC2_COMPACT_ARGS);
-    }
-}
-
 extern "C" __global__ void pc2_encode_compact_sized(const unsigned char* __restrict__ raw,
                                                     const long long* __restrict__ dims,
                                                     PC2_COMPACT_PARAMS) {
@@ -353,7 +332,7 @@ extern "C" __global__ void pc2_encode_compact_sized(const unsigned char* __restr
 //   * min/max: IEEE 754-2019 minimum/maximum (-0 < +0), which give one value in any order.
 
 #ifndef PC2_SUM_LEAF
-#error "PC2_SUM_LEAF must be defined by cuda/frame.py (core.cluster_stats.SUM_LEAF)"
+#error "PC2_SUM_LEAF must be defined by cuda/frame_steps.py (core.cluster_stats.SUM_LEAF)"
 #endif
 
 struct pc2_Partial {
@@ -490,23 +469,8 @@ __device__ void pc2_table_impl(const unsigned long long* __restrict__ keys,
     if (!ok) atomicOr(err, 4);
 }
 
-#define PC2_TABLE_ARGS(C)                                                                      \
-    const unsigned long long *keys, const C *xyz, int num_clusters, const int *starts,        \
-        const int *offsets, pc2_Partial *slots, int *flags, int generation, unsigned *table,  \
-        double *sums, int *err
-#define PC2_TABLE_CALL \
-    keys, xyz, num_clusters, starts, offsets, slots, flags, generation, table, sums, err
-
-extern "C" __global__ void pc2_table_f32(PC2_TABLE_ARGS(unsigned)) {
-    pc2_table_impl<unsigned>(PC2_TABLE_CALL);
-}
-
-extern "C" __global__ void pc2_table_f64(PC2_TABLE_ARGS(unsigned long long)) {
-    pc2_table_impl<unsigned long long>(PC2_TABLE_CALL);
-}
-
-// The same with the cluster count read from the device (pc2_table_bounds writes it), launched
-// for the most threads the bucket's clusters can own (cuda/frame_graph.py).
+// The cluster count is read from the device (staged: copied in with the bounds; in a graph:
+// pc2_table_bounds writes it); launched for the most threads the clusters can own.
 #define PC2_TABLE_SIZED_ARGS(C)                                                                \
     const unsigned long long *keys, const C *xyz, const int *num_clusters, const int *starts, \
         const int *offsets, pc2_Partial *slots, int *flags, int generation, unsigned *table,  \
