@@ -78,8 +78,8 @@ setup(
     entry_points={
         "console_scripts": [
             "gpu-euclidean-cluster = gpu_euclidean_cluster.commands.cli:main",
-            "euclidean_cluster_node = gpu_euclidean_cluster.ros.node:main",
-            "replay = gpu_euclidean_cluster.ros.replay:main",
+            "euclidean_cluster_node = gpu_euclidean_cluster.ros.node.node:main",
+            "replay = gpu_euclidean_cluster.ros.replay.replay:main",
         ],
     },
 )

@@ -1,6 +1,6 @@
 """End-to-end benchmark of the ROS node: receive -> publish latency and the highest clean rate.
 
-An :class:`~gpu_euclidean_cluster.ros.node.EuclideanClusterNode` runs in this process; a
+An :class:`~gpu_euclidean_cluster.ros.node.node.EuclideanClusterNode` runs in this process; a
 driver process (:mod:`.node_driver`) publishes the same real frame (a fresh ``header.stamp`` each
 time) on ``input/points``, first :data:`WARMUP_FRAMES` slow warm-up frames, then
 ``duration * rate`` frames at the step's rate.
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpu_euclidean_cluster.core.config import DEFAULT_BACKEND, DEFAULT_CONFIG, ClusterConfig
-from gpu_euclidean_cluster.ros.frame_stats import STAGES, StatsSnapshot
+from gpu_euclidean_cluster.ros.node.frame_stats import STAGES, StatsSnapshot
 from gpu_euclidean_cluster.ros.qos import DEFAULT_RELIABILITY
 
 from .cases import data_dir
@@ -77,8 +77,8 @@ DRIVER_SLACK_S = 60.0
 #: Seconds for the node process to come up (its start-up warm-up included) and report.
 NODE_START_TIMEOUT_S = 60.0
 #: The node's module, run with ``python -m`` where its console script is not installed.
-NODE_MODULE = "gpu_euclidean_cluster.ros.node"
-#: Seconds between the node's /diagnostics reports (ros/node.py).
+NODE_MODULE = "gpu_euclidean_cluster.ros.node.node"
+#: Seconds between the node's /diagnostics reports (ros/node/node.py).
 DIAGNOSTICS_PERIOD_S = 1.0
 #: A step sustains its rate when the driver really sent at >= this fraction of it.
 MIN_SEND_FRACTION = 0.95
@@ -218,7 +218,7 @@ def _run_step(context: Any, request: DriveRequest, options: NodeBenchOptions) ->
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
-    from gpu_euclidean_cluster.ros.node import EuclideanClusterNode
+    from gpu_euclidean_cluster.ros.node.node import EuclideanClusterNode
 
     node = EuclideanClusterNode(
         namespace=request.namespace,
@@ -481,7 +481,7 @@ class _NodeProcess:
 
 
 def _snapshot(values: dict[str, str]) -> StatsSnapshot:
-    """A :class:`StatsSnapshot` of /diagnostics key-value pairs (see ros/diagnostics.py)."""
+    """A :class:`StatsSnapshot` of /diagnostics key-value pairs (see ros/node/diagnostics.py)."""
 
     def number(key: str) -> float:
         text = values.get(key, "nan")

@@ -84,7 +84,7 @@ class _Driver:
         from std_msgs.msg import Header
 
         from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
-        from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+        from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
         from gpu_euclidean_cluster.ros.qos import reliability_policy
         from gpu_euclidean_cluster.ros.transport import configure_transport
 

@@ -117,9 +117,9 @@ def measure_publish_cost(
     from std_msgs.msg import Header
     from visualization_msgs.msg import MarkerArray
 
-    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
-    from gpu_euclidean_cluster.ros.markers import MarkerBuilder, MarkerEncoder
-    from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr
+    from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.messages.markers import MarkerBuilder, MarkerEncoder
+    from gpu_euclidean_cluster.ros.messages.serialized import point_cloud_cdr
 
     cloud, table, source = labelled_frame(seed)
     header = Header(frame_id="velodyne")
@@ -234,7 +234,7 @@ def measure_publish_sweep(repeats: int = 50, budget_s: float = 3.0) -> list[Swee
     from std_msgs.msg import Header
 
     from gpu_euclidean_cluster.core.cluster_stats import CLUSTER_DTYPE
-    from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr
+    from gpu_euclidean_cluster.ros.messages.serialized import point_cloud_cdr
     from gpu_euclidean_cluster.ros.transport import ENV, LARGE_CLOUD_TRANSPORTS
 
     from .environment import private_domain_id

@@ -70,7 +70,7 @@ import os, time
 import numpy as np
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_structured
 from gpu_euclidean_cluster.frame import FramePipeline
-from gpu_euclidean_cluster.ros.settings import NodeSettings
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
 raw = np.fromfile(os.path.join(os.environ["LIDAR_DATA_DIR"], "kitti_000001.bin"), np.float32)
 raw = raw.reshape(-1, 4)

@@ -15,7 +15,7 @@ alone.
 
 A params_file that is missing or unreadable stops the launch before the node starts; when the node
 exits with an error (a bad parameter, a params file it cannot parse) the launch stops with the
-reason and ros2 launch exits with status 1 (gpu_euclidean_cluster.ros.launch_rules).
+reason and ros2 launch exits with status 1 (gpu_euclidean_cluster.ros.launch_files.rules).
 
 fastdds_large_clouds:=true is for a LiDAR driver (or bag player) started by the same launch, after
 this file is included: it sets FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB in the launch
@@ -78,7 +78,7 @@ def _large_clouds(context):
 def _node(context):
     """The node, and the handler that ends the launch when it fails; sensor_model and
     calibration_file override the params file when given."""
-    from gpu_euclidean_cluster.ros.launch_rules import check_params_file, fail_when_node_fails
+    from gpu_euclidean_cluster.ros.launch_files.rules import check_params_file, fail_when_node_fails
 
     params_file = context.launch_configurations["params_file"]
     check_params_file("params_file", params_file)

@@ -11,9 +11,10 @@ namespaces are derived from the topics: the topic's parent path segment
 points_raw); two topics deriving the same namespace are refused (give namespaces:=). All nodes
 read the same params_file; device_id = i % gpus spreads them over the GPUs round-robin, gpus:=auto
 counting them with CuPy (1 without CuPy or a device). The rules are in
-gpu_euclidean_cluster.ros.multi_lidar; bad arguments stop the launch with one line saying why, as
-does a params_file that is missing or unreadable. When any node exits with an error the launch
-stops with the reason and ros2 launch exits with status 1 (gpu_euclidean_cluster.ros.launch_rules).
+gpu_euclidean_cluster.ros.launch_files.multi_lidar; bad arguments stop the launch with one line
+saying why, as does a params_file that is missing or unreadable. When any node exits with an error
+the launch stops with the reason and ros2 launch exits with status 1
+(gpu_euclidean_cluster.ros.launch_files.rules).
 """
 
 import os
@@ -53,9 +54,9 @@ ARGUMENTS = {
 
 
 def _nodes(context):
-    """One node per input topic (gpu_euclidean_cluster.ros.multi_lidar.plan_nodes)."""
-    from gpu_euclidean_cluster.ros.launch_rules import check_params_file, fail_when_node_fails
-    from gpu_euclidean_cluster.ros.multi_lidar import describe, plan_nodes
+    """One node per input topic (gpu_euclidean_cluster.ros.launch_files.multi_lidar.plan_nodes)."""
+    from gpu_euclidean_cluster.ros.launch_files.multi_lidar import describe, plan_nodes
+    from gpu_euclidean_cluster.ros.launch_files.rules import check_params_file, fail_when_node_fails
 
     configurations = context.launch_configurations
     plan = plan_nodes(

@@ -20,7 +20,7 @@ is, reads ``input_pointcloud`` and publishes tier4_perception_msgs/DetectedObjec
 
 A params file that is missing or unreadable stops the launch before the node starts; when the node
 exits with an error the launch stops with the reason and ``ros2 launch`` exits with status 1
-(``gpu_euclidean_cluster.ros.launch_rules``).
+(``gpu_euclidean_cluster.ros.launch_files.rules``).
 """
 
 import math
@@ -66,7 +66,7 @@ ARGUMENTS = {
 def _node(context):
     """The node, the handler that ends the launch when it fails, and a note when a container was
     asked for."""
-    from gpu_euclidean_cluster.ros.launch_rules import check_params_file, fail_when_node_fails
+    from gpu_euclidean_cluster.ros.launch_files.rules import check_params_file, fail_when_node_fails
 
     configuration = context.launch_configurations
     params_file = configuration["voxel_grid_based_euclidean_param_path"]

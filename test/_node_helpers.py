@@ -36,8 +36,8 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
     from_structured,
     to_structured,
 )
-from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
-from gpu_euclidean_cluster.ros.node import EuclideanClusterNode
+from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
+from gpu_euclidean_cluster.ros.node.node import EuclideanClusterNode
 
 from ._ros2_tools import own_domain_id, own_namespace
 

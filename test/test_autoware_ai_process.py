@@ -26,8 +26,8 @@ from gpu_euclidean_cluster.frame import (  # noqa: E402
     GroundRemoval,
 )
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz  # noqa: E402
-from gpu_euclidean_cluster.ros.parameters import PARAMETERS  # noqa: E402
-from gpu_euclidean_cluster.ros.settings import NodeSettings, settings_from_values  # noqa: E402
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings, settings_from_values  # noqa: E402
+from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS  # noqa: E402
 
 from ._ros2_tools import BIN, Background, describe, private_domain, run, user_env  # noqa: E402
 from .test_cross_process import TIMEOUT_S, Recorder, _wait_matched  # noqa: E402

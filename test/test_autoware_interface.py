@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_euclidean_cluster.core.config import DEFAULT_CONFIG, ConfigError
-from gpu_euclidean_cluster.ros.autoware_names import (
+from gpu_euclidean_cluster.ros.parameters.autoware_names import (
     ALIAS_OF,
     ALIASES,
     AUTOWARE_NOT_APPLIED,
@@ -23,8 +23,8 @@ from gpu_euclidean_cluster.ros.autoware_names import (
     names_of,
     resolve_aliases,
 )
-from gpu_euclidean_cluster.ros.parameters import PARAMETERS, SPECS, unknown_parameter_warnings
-from gpu_euclidean_cluster.ros.settings import settings_from_values
+from gpu_euclidean_cluster.ros.parameters.settings import settings_from_values
+from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS, SPECS, unknown_parameter_warnings
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a dependency of rclpy) is not installed")
 
@@ -124,7 +124,7 @@ def test_docs_map_every_autoware_name():
     text = (REPO / "docs" / "autoware.md").read_text(encoding="utf-8")
     assert autoware_parameters_markdown() in text, (
         "docs/autoware.md's Autoware table is stale: paste "
-        "gpu_euclidean_cluster.ros.autoware_names.autoware_parameters_markdown() into it"
+        "gpu_euclidean_cluster.ros.parameters.autoware_names.autoware_parameters_markdown() into it"
     )
 
 
@@ -251,7 +251,7 @@ def test_autoware_names_set_live_and_stay_one_value(launched_autoware):
 
 
 def test_autoware_ai_parameters_map_to_ours_and_its_params_file_is_valid():
-    from gpu_euclidean_cluster.ros.autoware_names import (
+    from gpu_euclidean_cluster.ros.parameters.autoware_names import (
         AUTOWARE_AI_PARAMETERS,
         autoware_ai_parameters_markdown,
     )

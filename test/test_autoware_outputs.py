@@ -170,7 +170,7 @@ def _publish(frame: str, namespace: str) -> int:
     from std_msgs.msg import Header
 
     from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_structured
-    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
 
     cloud = from_structured(frame_points(Path(frame)), is_dense=True)
     rclpy.init()

@@ -179,8 +179,8 @@ def test_make_bag_from_kitti_file(tmp_path):
 
 def test_simulated_bag_round_trips_through_replay(tmp_path, monkeypatch):
     pytest.importorskip("rclpy")
-    from gpu_euclidean_cluster.ros.bag_player import replay_bag
-    from gpu_euclidean_cluster.ros.replay import ReplayOptions
+    from gpu_euclidean_cluster.ros.replay.bag_player import replay_bag
+    from gpu_euclidean_cluster.ros.replay.replay import ReplayOptions
 
     from ._replay_helpers import Recorder
 

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.frame_split import input_cloud, main, measure_frame_split
 from benchmarks.publish_cost import SWEEP_CLUSTERS, SWEEP_POINTS, measure_publish_sweep
 from gpu_euclidean_cluster.frame import FramePipeline
-from gpu_euclidean_cluster.ros.settings import NodeSettings
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
 pytestmark = [
     pytest.mark.ros,

@@ -177,14 +177,14 @@ def test_one_shot_function_validates_its_arguments():
 
 
 def test_every_node_parameter_sets_a_field_it_names_and_every_field_has_one():
-    """The settings loop (``ros/settings.py``) only follows the specs: a spec naming a missing
-    field, or a settings field no spec sets, would be dropped without a word."""
+    """The settings loop (``ros/parameters/settings.py``) only follows the specs: a spec naming a
+    missing field, or a settings field no spec sets, would be dropped without a word."""
     from dataclasses import fields
 
     from gpu_euclidean_cluster.core.diffnormals import DiffNormalsSettings
     from gpu_euclidean_cluster.core.ground import GroundSettings
-    from gpu_euclidean_cluster.ros.parameters import PARAMETERS, SWITCHED_SECTIONS
-    from gpu_euclidean_cluster.ros.settings import NodeSettings
+    from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
+    from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS, SWITCHED_SECTIONS
 
     types = {
         "cluster": ClusterConfig,
@@ -220,8 +220,8 @@ def test_the_cli_and_the_node_build_one_config_from_the_specs():
     import argparse
 
     from gpu_euclidean_cluster.commands.cluster import add_parser, config_from_args
-    from gpu_euclidean_cluster.ros.parameters import PARAMETERS
-    from gpu_euclidean_cluster.ros.settings import settings_from_values
+    from gpu_euclidean_cluster.ros.parameters.settings import settings_from_values
+    from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())

@@ -10,10 +10,10 @@ import pytest
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
 from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
-from gpu_euclidean_cluster.ros.frame_stats import StatsSnapshot
-from gpu_euclidean_cluster.ros.settings import NodeSettings
+from gpu_euclidean_cluster.ros.node.frame_stats import StatsSnapshot
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
-diagnostics = pytest.importorskip("gpu_euclidean_cluster.ros.diagnostics")
+diagnostics = pytest.importorskip("gpu_euclidean_cluster.ros.node.diagnostics")
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 
 BASE = StatsSnapshot(
@@ -91,7 +91,7 @@ def test_implausible_points_are_excluded_and_counted():
 
 
 def test_publication_sequence_gaps_count_frames_lost_before_the_node():
-    from gpu_euclidean_cluster.ros.frame_stats import FrameStats
+    from gpu_euclidean_cluster.ros.node.frame_stats import FrameStats
 
     stats = FrameStats()
     for publisher, number in [(b"a", 7), (b"a", 8), (b"b", 1), (b"a", 12), (b"b", 2), (b"a", 3)]:

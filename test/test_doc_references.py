@@ -8,7 +8,7 @@ pages ``README.md``, ``CHANGELOG.md`` and ``docs/*.md`` (rule 4). Three rules, a
 the pages:
 
 1. **Files.** A name ending in ``.md``, ``.py``, ``.cu`` or ``.cuh`` in a docstring or a comment
-   (``union_find.md``, ``docs/union_find.md``, ``ros/node.py``, ``cuda/kernels/common.cuh``)
+   (``union_find.md``, ``docs/union_find.md``, ``ros/node/node.py``, ``cuda/kernels/common.cuh``)
    must exist relative to the repository root, the package folder or the file's own folder; a
    bare file name may also name a file of exactly that name anywhere in the repository (outside
    ``.git``, ``.venv`` and build folders). Names inside URLs and glob patterns (``test_*.py``)
@@ -73,14 +73,17 @@ EXTERNAL_FILES: dict[str, str] = {
 #: Names of things a release removed that CHANGELOG.md gives outside an ``| Old | New |`` table:
 #: name -> why it may stay.
 REMOVED_NAMES: dict[str, str] = {
-    "ros/detections.py": "CHANGELOG.md: the Autoware drop-in folded it into ros/object_messages.py",
+    "ros/detections.py": (
+        "CHANGELOG.md: the Autoware drop-in folded it into ros/messages/object_messages.py"
+    ),
     "Labelling.timings_ms": "CHANGELOG.md: the package layout release replaced it by StageClock",
 }
 
 #: Double-backticked ``a.b`` whose first name is a module of this package but, in the code's
 #: docstrings, the name of a variable of another library's type: name -> why it is not checked.
 #: (A variable holding an instance of a class of the module of its name, such as ``settings``
-#: for ``ros/settings.py``'s ``NodeSettings``, needs no entry: its attributes are checked.)
+#: for ``ros/parameters/settings.py``'s ``NodeSettings``, needs no entry: its attributes are
+#: checked.)
 VARIABLE_NAMES: dict[str, str] = {
     "module": "a cupy.RawModule in cuda/, not cuda/module.py",
     "cloud": "a PointCloud2 message or a RawCloud, not pointcloud_io/cloud.py",
@@ -740,7 +743,7 @@ SYNTHETIC_FILES = {
         'HELP = "as asked in issues 9-12"\n'
         'UPSTREAM = "cupy/cupy#1234 and tier4/nebula issue 56"\n\n\n'
         "def test_issue_11_targets():\n"
-        '    """Numbering: ``core/numbering.py``, ``ros/node.py``, ``numbering.md``."""\n'
+        '    """Numbering: ``core/numbering.py``, ``ros/node/node.py``, ``numbering.md``."""\n'
     ),
     f"{PACKAGE}/cuda/kernels/common.cuh": "// Shared by graph.cu\n",
     f"{PACKAGE}/cuda/kernels/graph.cu": (
@@ -790,7 +793,7 @@ EXPECTED_SYNTHETIC = {
     f"{PACKAGE}/core/uses.py:13: (#12)",
     f"{PACKAGE}/core/uses.py:14: issues 9-12",
     f"{PACKAGE}/core/uses.py:18: test_issue_11_targets",
-    f"{PACKAGE}/core/uses.py:19: ros/node.py",
+    f"{PACKAGE}/core/uses.py:19: ros/node/node.py",
     f"{PACKAGE}/core/uses.py:19: numbering.md",
     f"{PACKAGE}/cuda/kernels/graph.cu:2: ghost.md",
     f"{PACKAGE}/cuda/kernels/graph.cu:3: issue #4",

@@ -34,8 +34,8 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
     read_fields,
     to_structured,
 )
-from gpu_euclidean_cluster.ros.frame_stats import FrameStats
-from gpu_euclidean_cluster.ros.settings import NodeSettings
+from gpu_euclidean_cluster.ros.node.frame_stats import FrameStats
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
 
 def _process(pipeline: FramePipeline, cloud, settings: NodeSettings):

@@ -19,7 +19,7 @@ from gpu_euclidean_cluster.core.oriented_boxes import COORDINATE_ERROR, MAX_BOX_
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
 from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc
-from gpu_euclidean_cluster.ros.settings import NodeSettings
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
 EXAMPLES = int(os.environ.get("GEC_FUZZ_EXAMPLES", "1500"))
 NAMES = ("x", "y", "z", "intensity", "ring", "rgb", "cluster_id", "t")

@@ -29,8 +29,8 @@ from gpu_euclidean_cluster.pointcloud_io.bags import (
     autoware_points,
     write_pointcloud_bag,
 )
-from gpu_euclidean_cluster.ros import replay as replay_tool
-from gpu_euclidean_cluster.ros.option_values import MAX_TOPIC_LENGTH, topic_name_problem
+from gpu_euclidean_cluster.ros.parameters.option_values import MAX_TOPIC_LENGTH, topic_name_problem
+from gpu_euclidean_cluster.ros.replay import replay as replay_tool
 from test.robustness.attack import npy_claiming, pcd_header
 
 MIB = 1 << 20

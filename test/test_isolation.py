@@ -61,7 +61,9 @@ def test_this_process_has_its_own_domain_and_the_localhost_range():
 def foreign_node(tmp_path: Path) -> Iterator[Background]:
     """A user's node on this process's domain: default name, root namespace, CPU backend."""
     script = BIN / "euclidean_cluster_node"
-    launcher = [str(script)] if script.exists() else [sys.executable, "-m", f"{PACKAGE}.ros.node"]
+    launcher = (
+        [str(script)] if script.exists() else [sys.executable, "-m", f"{PACKAGE}.ros.node.node"]
+    )
     node = Background(
         [*launcher, "--ros-args", "-p", "backend:=cpu"], dict(os.environ), tmp_path / "foreign.log"
     )

@@ -41,6 +41,11 @@ BACKEND_LAYERS = ("cpu", "cuda", "frame")
 BACKEND_FACTORY = f"{PACKAGE}.clusterer"
 #: Attribute and variable names that hold a backend's name (or the backend itself).
 BACKEND_NAMES = {"backend", "backend_name", "name"}
+#: The folders kept in wings, and the most source files (``.py``, ``.cu``, ``.cuh``) one folder
+#: of them may hold before it is split by concern.
+WINGED_LAYERS = ("cpu", "cuda", "ros")
+MAX_FOLDER_FILES = 12
+SOURCE_SUFFIXES = {".py", ".cu", ".cuh"}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -183,6 +188,32 @@ def _checks_backend_type(node: ast.AST) -> bool:
 def test_every_folder_has_a_layer():
     folders = {p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders <= set(LAYERS), f"folders without a layer: {sorted(folders - set(LAYERS))}"
+
+
+def crowded_folders(root: Path, limit: int) -> list[str]:
+    """The folders under ``root`` holding more than ``limit`` source files, with their counts."""
+    found = []
+    for folder in sorted(p for p in [root, *root.rglob("*")] if p.is_dir()):
+        count = sum(1 for f in folder.iterdir() if f.suffix in SOURCE_SUFFIXES)
+        if count > limit:
+            found.append(f"{folder.relative_to(root.parent)}: {count} files")
+    return found
+
+
+def test_winged_folders_stay_small():
+    crowded = [
+        c for layer in WINGED_LAYERS for c in crowded_folders(PACKAGE_DIR / layer, MAX_FOLDER_FILES)
+    ]
+    assert crowded == [], f"split these by concern: {crowded}"
+
+
+def test_crowded_folders_are_found(tmp_path: Path):
+    wing = tmp_path / "cuda" / "wing"
+    wing.mkdir(parents=True)
+    for index in range(MAX_FOLDER_FILES + 1):
+        (wing / f"m{index}.py").write_text("")
+    (tmp_path / "cuda" / "notes.txt").write_text("")
+    assert crowded_folders(tmp_path / "cuda", MAX_FOLDER_FILES) == ["cuda/wing: 13 files"]
 
 
 def test_imports_only_go_down():

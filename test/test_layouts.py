@@ -264,8 +264,8 @@ def test_make_bag_from_files_derives_or_refuses(tmp_path, capsys):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_bag_replayed_into_the_node_keeps_every_field(tmp_path, monkeypatch, layout):
     pytest.importorskip("rclpy")
-    from gpu_euclidean_cluster.ros.bag_player import replay_bag
-    from gpu_euclidean_cluster.ros.replay import ReplayOptions
+    from gpu_euclidean_cluster.ros.replay.bag_player import replay_bag
+    from gpu_euclidean_cluster.ros.replay.replay import ReplayOptions
 
     from ._node_helpers import decode, running_node
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_euclidean_cluster.ros.loss_monitor import (
+from gpu_euclidean_cluster.ros.node.loss_monitor import (
     SILENT_REPEAT_S,
     SILENT_S,
     TRANSPORT_FIX,

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpu_euclidean_cluster.ros import multi_lidar
-from gpu_euclidean_cluster.ros.multi_lidar import (
+from gpu_euclidean_cluster.ros.launch_files import multi_lidar
+from gpu_euclidean_cluster.ros.launch_files.multi_lidar import (
     LidarNode,
     MultiLidarError,
     derive_namespace,

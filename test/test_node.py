@@ -18,8 +18,8 @@ from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
 from gpu_euclidean_cluster.core.cluster_stats import cluster_rgb, unpack_rgb  # noqa: E402
 from gpu_euclidean_cluster.frame import DiffNormalsFilter, FramePipeline  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_structured  # noqa: E402
-from gpu_euclidean_cluster.ros.descriptors import descriptor  # noqa: E402
-from gpu_euclidean_cluster.ros.parameters import PARAMETERS  # noqa: E402
+from gpu_euclidean_cluster.ros.parameters.descriptors import descriptor  # noqa: E402
+from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS  # noqa: E402
 
 from ._node_helpers import (  # noqa: E402
     TIMEOUT_S,
@@ -384,7 +384,7 @@ def test_real_frames_at_every_tolerance_set_live_equal_pcl_and_the_library(
 
 def test_marker_builder_deletes_only_what_it_published():
     from gpu_euclidean_cluster.core.cluster_stats import cluster_table
-    from gpu_euclidean_cluster.ros.markers import MarkerBuilder
+    from gpu_euclidean_cluster.ros.messages.markers import MarkerBuilder
 
     xyz = blobs([(0.0, 0.0, 0.0), (5.0, 0.0, 0.0), (10.0, 0.0, 0.0)])
     labels = np.repeat(np.arange(3, dtype=np.int32), 20)

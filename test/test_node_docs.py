@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_euclidean_cluster.ros.parameters import PARAMETERS, parameters_markdown
-from gpu_euclidean_cluster.ros.settings import settings_from_values
+from gpu_euclidean_cluster.ros.parameters.settings import settings_from_values
+from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS, parameters_markdown
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a dependency of rclpy) is not installed")
 
@@ -35,8 +35,8 @@ def _parameters(path: Path) -> dict[str, object]:
 def test_docs_table_is_generated_from_the_specs():
     section = _parameters_section()
     assert parameters_markdown() in section, (
-        "docs/parameters.md's table is stale: paste "
-        "gpu_euclidean_cluster.ros.parameters.parameters_markdown() into its parameters section"
+        "docs/parameters.md's table is stale: paste gpu_euclidean_cluster.ros.parameters.specs."
+        "parameters_markdown() into its parameters section"
     )
     table = section[section.index(parameters_markdown()) :].split("\n\n")[0]
     documented = set(re.findall(r"^\| `(\w+)` \|", table, re.M))

@@ -21,7 +21,7 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (  # noqa: E402
     Field,
     RawCloud,
 )
-from gpu_euclidean_cluster.ros.serialized import point_cloud_cdr  # noqa: E402
+from gpu_euclidean_cluster.ros.messages.serialized import point_cloud_cdr  # noqa: E402
 
 from ._node_helpers import (  # noqa: E402
     cloud_message,
@@ -51,7 +51,7 @@ HOSTILE_HEAD_START_S = 0.3
 def _command(*ros_args: str) -> list[str]:
     """The node's command line, run by a shell that first limits the address space."""
     script = Path(sys.executable).parent / "euclidean_cluster_node"
-    module = "gpu_euclidean_cluster.ros.node"
+    module = "gpu_euclidean_cluster.ros.node.node"
     launcher = [str(script)] if script.exists() else [sys.executable, "-m", module]
     limited = f'ulimit -v {ADDRESS_SPACE_KIB} && exec "$@"'
     return ["sh", "-c", limited, "sh", *launcher, "--ros-args", *ros_args]

@@ -34,7 +34,7 @@ PRESET = REPO / "config" / "hdl64e.param.yaml"
 #: every node this module starts lives here (see _ros2_tools: isolation)
 NAMESPACE = own_namespace("perception")
 INPUT_TOPIC = f"{NAMESPACE}/points_raw"
-_MODULE = "gpu_euclidean_cluster.ros.node"
+_MODULE = "gpu_euclidean_cluster.ros.node.node"
 
 
 def _command(*ros_args: str) -> list[str]:

@@ -14,10 +14,10 @@ from gpu_euclidean_cluster.cpu.frame import clip_mask
 from gpu_euclidean_cluster.frame import FrameWindow
 from gpu_euclidean_cluster.frame.packets import SweepCloud
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
-from gpu_euclidean_cluster.ros.frame_stats import FrameStats
-from gpu_euclidean_cluster.ros.latest_slot import FrameIntake, LatestSlot
-from gpu_euclidean_cluster.ros.parameters import PARAMETERS
-from gpu_euclidean_cluster.ros.settings import NodeSettings, settings_from_values
+from gpu_euclidean_cluster.ros.node.frame_stats import FrameStats
+from gpu_euclidean_cluster.ros.node.latest_slot import FrameIntake, LatestSlot
+from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings, settings_from_values
+from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS
 
 DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
 

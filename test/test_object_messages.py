@@ -1,4 +1,5 @@
-"""The object encoders (``ros/object_messages.py``) and the node's outputs (``ros/outputs.py``).
+"""The object encoders (``ros/messages/object_messages.py``) and the node's outputs
+(``ros/node/outputs.py``).
 
 Every encoder's bytes must be what ``rclpy.serialization.serialize_message`` makes of the
 equivalent message objects (but for padding bytes, which Fast CDR leaves uninitialised) and
@@ -31,10 +32,11 @@ from gpu_euclidean_cluster.core.frame import FrameWindow, GroupedRecords, group_
 from gpu_euclidean_cluster.core.oriented_boxes import oriented_boxes  # noqa: E402
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
-from gpu_euclidean_cluster.ros import message_columns, outputs  # noqa: E402
-from gpu_euclidean_cluster.ros import object_messages as om  # noqa: E402
-from gpu_euclidean_cluster.ros.cdr import same_serialization  # noqa: E402
-from gpu_euclidean_cluster.ros.message_columns import ArrayEncoder, ArraySpec  # noqa: E402
+from gpu_euclidean_cluster.ros.messages import columns as message_columns  # noqa: E402
+from gpu_euclidean_cluster.ros.messages import object_messages as om  # noqa: E402
+from gpu_euclidean_cluster.ros.messages.cdr import same_serialization  # noqa: E402
+from gpu_euclidean_cluster.ros.messages.columns import ArrayEncoder, ArraySpec  # noqa: E402
+from gpu_euclidean_cluster.ros.node import outputs  # noqa: E402
 
 from ._perception_msgs import perception_msgs_env  # noqa: E402
 
@@ -551,7 +553,7 @@ def test_outputs_of_an_oriented_frame_carry_the_boxes(frame):
         sent["output/detections"],
         message_objects(om.DETECTION3D_ARRAY, output.table, header, boxes),
     )
-    from gpu_euclidean_cluster.ros.markers import MarkerBuilder
+    from gpu_euclidean_cluster.ros.messages.markers import MarkerBuilder
 
     assert same_serialization(
         sent["output/markers"], MarkerBuilder().build(output.table, header, boxes)

@@ -80,13 +80,13 @@ def test_packet_sweeps_are_the_decoders(raw_messages, lidar_data_dir):
 
 
 def _values(**changes: object) -> dict[str, object]:
-    from gpu_euclidean_cluster.ros.parameters import PARAMETERS
+    from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS
 
     return {**{spec.name: spec.default for spec in PARAMETERS}, **changes}
 
 
 def test_node_packet_settings_are_checked(lidar_data_dir):
-    from gpu_euclidean_cluster.ros.packet_input import packet_sweeps
+    from gpu_euclidean_cluster.ros.node.packet_input import packet_sweeps
 
     assert packet_sweeps(_values()) is None  # no sensor_model: no packet input
     shipped = packet_sweeps(_values(sensor_model="VLS128"))  # nebula's calibration, shipped

@@ -199,7 +199,7 @@ def test_from_cdr_reads_a_serialized_message_without_copying_the_points():
     from builtin_interfaces.msg import Time
     from std_msgs.msg import Header
 
-    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
 
     points = _odd_points(17)
     for bigendian in (False, True):

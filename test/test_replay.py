@@ -20,8 +20,8 @@ from ._replay_helpers import (
 )
 
 rclpy = pytest.importorskip("rclpy")
-replay = pytest.importorskip("gpu_euclidean_cluster.ros.replay")
-bag_player = pytest.importorskip("gpu_euclidean_cluster.ros.bag_player")
+replay = pytest.importorskip("gpu_euclidean_cluster.ros.replay.replay")
+bag_player = pytest.importorskip("gpu_euclidean_cluster.ros.replay.bag_player")
 
 pytestmark = pytest.mark.ros
 

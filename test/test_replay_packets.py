@@ -29,14 +29,14 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import (
     read_velodyne_scans,
     velodyne_typestore,
 )
-from gpu_euclidean_cluster.ros.velodyne_options import VelodyneOptions
+from gpu_euclidean_cluster.ros.parameters.velodyne_options import VelodyneOptions
 
 from ._replay_helpers import NS, Recorder, decode_cdr, make_frames, write_bag
 from .test_velodyne_decoder import CALIBRATION, CASES, NEBULA
 
 rclpy = pytest.importorskip("rclpy")
-replay = pytest.importorskip("gpu_euclidean_cluster.ros.replay")
-bag_player = pytest.importorskip("gpu_euclidean_cluster.ros.bag_player")
+replay = pytest.importorskip("gpu_euclidean_cluster.ros.replay.replay")
+bag_player = pytest.importorskip("gpu_euclidean_cluster.ros.replay.bag_player")
 
 pytestmark = [
     pytest.mark.ros,
@@ -261,7 +261,7 @@ def test_ros1_packet_bag_decodes_the_same(tmp_path: Path):
     from rosbags.rosbag1 import Writer
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    from gpu_euclidean_cluster.ros.packet_player import PacketStream
+    from gpu_euclidean_cluster.ros.replay.packet_player import PacketStream
 
     store = get_typestore(Stores.ROS1_NOETIC)
     store.register(

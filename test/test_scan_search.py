@@ -304,8 +304,8 @@ def test_gpu_nebula_sweeps_through_the_frame_layer(sensor, lidar_data_dir):
 
 
 def test_node_search_parameter_takes_the_new_searches_live():
-    from gpu_euclidean_cluster.ros.parameters import PARAMETERS
-    from gpu_euclidean_cluster.ros.settings import settings_from_values
+    from gpu_euclidean_cluster.ros.parameters.settings import settings_from_values
+    from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS
 
     spec = next(spec for spec in PARAMETERS if spec.name == "search")
     assert {"kdtree", "scan"} <= set(spec.choices) and not spec.read_only

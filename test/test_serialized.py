@@ -1,5 +1,6 @@
-"""CDR bytes of the clouds (``ros/serialized.py``) and the markers (``ros/markers.py``, by the
-generic ``ros/cdr.py``) against rclpy's own serialization.
+"""CDR bytes of the clouds (``ros/messages/serialized.py``) and the markers
+(``ros/messages/markers.py``, by the generic ``ros/messages/cdr.py``) against rclpy's own
+serialization.
 
 Fast CDR skips alignment padding without writing it, so the padding bytes of
 ``serialize_message`` hold whatever its buffer held. :func:`assert_same_cdr` therefore checks
@@ -32,9 +33,10 @@ from gpu_euclidean_cluster.core.cluster_stats import (  # noqa: E402
 )
 from gpu_euclidean_cluster.core.oriented_boxes import BOX_DTYPE  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
-from gpu_euclidean_cluster.ros import cdr, message_columns, serialized  # noqa: E402
-from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message  # noqa: E402
-from gpu_euclidean_cluster.ros.markers import (  # noqa: E402
+from gpu_euclidean_cluster.ros.messages import cdr, serialized  # noqa: E402
+from gpu_euclidean_cluster.ros.messages import columns as message_columns  # noqa: E402
+from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message  # noqa: E402
+from gpu_euclidean_cluster.ros.messages.markers import (  # noqa: E402
     BOX_ALPHA,
     LABEL_HEIGHT,
     MIN_BOX_SIDE,

@@ -43,7 +43,9 @@ GARBAGE_YAML = "/**:\n  ros__parameters:\n    d_th: [\n      0.5: {\n"
 
 def _node_command(*ros_args: str) -> list[str]:
     script = BIN / "euclidean_cluster_node"
-    launcher = [str(script)] if script.exists() else [sys.executable, "-m", f"{PACKAGE}.ros.node"]
+    launcher = (
+        [str(script)] if script.exists() else [sys.executable, "-m", f"{PACKAGE}.ros.node.node"]
+    )
     return [*launcher, "--ros-args", "-r", f"__ns:={NAMESPACE}", *ros_args]
 
 

@@ -39,8 +39,8 @@ rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 
-from gpu_euclidean_cluster.ros.loss_monitor import MIN_LOST, TRANSPORT_FIX  # noqa: E402
-from gpu_euclidean_cluster.ros.settings import DIAGNOSTICS_WARN_SHARE  # noqa: E402
+from gpu_euclidean_cluster.ros.node.loss_monitor import MIN_LOST, TRANSPORT_FIX  # noqa: E402
+from gpu_euclidean_cluster.ros.parameters.settings import DIAGNOSTICS_WARN_SHARE  # noqa: E402
 from gpu_euclidean_cluster.ros.transport import (  # noqa: E402
     ENV,
     LARGE_CLOUD_TRANSPORTS,
@@ -78,7 +78,7 @@ PROFILE = REPO_ROOT / "config" / PROFILE_FILE
 COUNT, RATE_HZ = 20, 5.0
 #: node start-up, discovery and clustering on 2 busy cores
 TIMEOUT_S = 60.0
-#: the node's warnings (ros/loss_monitor.py)
+#: the node's warnings (ros/node/loss_monitor.py)
 LOSS = re.compile(
     rf"\[WARN\].*\d+ of \d+ frames \(\d+ %\) published on {re.escape(TOPIC)} in the last"
 )
@@ -198,9 +198,9 @@ def settled_since(diagnostics: Diagnostics, before: tuple[int, int]) -> tuple[in
 
 
 def expected_warning(received: int, lost: int) -> re.Pattern[str]:
-    """The warning the node's rule (``ros/loss_monitor.py``) calls for after a run of the driver
-    of which ``received`` frames arrived and ``lost`` left sequence gaps: the gap warning when
-    enough were lost, else the silence warning when none arrived. Skips, saying so, when this
+    """The warning the node's rule (``ros/node/loss_monitor.py``) calls for after a run of the
+    driver of which ``received`` frames arrived and ``lost`` left sequence gaps: the gap warning
+    when enough were lost, else the silence warning when none arrived. Skips, saying so, when this
     machine lost too few for either."""
     assert received + lost <= COUNT, f"the node counted {received} + {lost} of {COUNT} frames"
     if lost >= MIN_LOST and lost > DIAGNOSTICS_WARN_SHARE * (received + lost):

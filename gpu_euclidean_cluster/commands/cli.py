@@ -21,8 +21,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ..ros.option_values import OneLineParser, one_line
-from ..ros.replay import ReplayError
+from ..ros.parameters.option_values import OneLineParser, one_line
+from ..ros.replay.replay import ReplayError
 from . import cluster, demo, make_bag, replay, simulate
 from .errors import CommandError
 

@@ -27,7 +27,7 @@ from ..core.config import (
     ClusterConfig,
 )
 from ..pointcloud_io import FORMATS
-from ..ros.parameters import SPECS, section_fields
+from ..ros.parameters.specs import SPECS, section_fields
 from .errors import CommandError
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def file_rings(cloud: Cloud, path: str) -> np.ndarray | None:
 
 #: The node's parameters this command takes as ``--name-with-dashes`` options, in the order their
 #: text is checked; each sets its ClusterConfig field as the node's does
-#: (:attr:`~gpu_euclidean_cluster.ros.parameters.ParameterSpec.sets`).
+#: (:attr:`~gpu_euclidean_cluster.ros.parameters.specs.ParameterSpec.sets`).
 OPTION_PARAMETERS = (
     "d_th",
     "max_work_s",

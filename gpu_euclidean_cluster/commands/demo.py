@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..core.config import DEFAULT_CONFIG
-from ..ros.option_values import argument, rate_factor
+from ..ros.parameters.option_values import argument, rate_factor
 from .errors import CommandError
 from .simulate import add_simulation_arguments
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..ros.demo_monitor import DemoMonitor, FrameReport
+    from ..ros.replay.demo_monitor import DemoMonitor, FrameReport
     from ..tools.simulation import Scan
 
 PACKAGE = "gpu_euclidean_cluster"
@@ -187,7 +187,7 @@ def node_command(params: Path) -> tuple[list[str], str]:
     command = [
         sys.executable,
         "-m",
-        f"{PACKAGE}.ros.node",
+        f"{PACKAGE}.ros.node.node",
         "--ros-args",
         "--params-file",
         str(params),
@@ -355,7 +355,7 @@ def write_png(
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from ..ros.demo_monitor import DemoMonitor
+        from ..ros.replay.demo_monitor import DemoMonitor
     except ImportError as error:
         raise CommandError(
             f"the demo needs the ROS 2 Python packages (pip install -e '.[ros]'): {error}"
@@ -385,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
         replay_command = [
             sys.executable,
             "-m",
-            f"{PACKAGE}.ros.replay",
+            f"{PACKAGE}.ros.replay.replay",
             str(paths.bag),
             "--rate",
             f"{rate}",

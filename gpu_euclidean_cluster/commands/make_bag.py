@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.units import NS_PER_S
-from ..ros.option_values import (
+from ..ros.parameters.option_values import (
     MAX_STAMP_S,
     argument,
     positive_integer,

@@ -1,4 +1,5 @@
-"""``gpu-euclidean-cluster replay``: the ``replay`` tool of :mod:`gpu_euclidean_cluster.ros.replay`.
+"""``gpu-euclidean-cluster replay``: the ``replay`` tool of
+:mod:`gpu_euclidean_cluster.ros.replay.replay`.
 
 The tool owns its options, as ROS 2's own tools do; this sub-command registers the same parser.
 """
@@ -7,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..ros.replay import add_arguments, options_from_args
-from ..ros.replay import run as run_replay
+from ..ros.replay.replay import add_arguments, options_from_args
+from ..ros.replay.replay import run as run_replay
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ import argparse
 import time
 from pathlib import Path
 
-from ..ros.option_values import argument, frequency, positive_integer
+from ..ros.parameters.option_values import argument, frequency, positive_integer
 from .errors import CommandError
 
 

@@ -10,8 +10,8 @@ and RViz included) and gives it a 16 MB segment.
 
 The node cannot set its *publishers'* segment: a driver or ``ros2 bag play`` in another process
 needs the same setting, by this variable or by the profile file the package installs
-(:data:`PROFILE_FILE`, :func:`installed_profile`); ``ros/loss_monitor.py`` warns when frames are
-lost on the way.
+(:data:`PROFILE_FILE`, :func:`installed_profile`); ``ros/node/loss_monitor.py`` warns when frames
+are lost on the way.
 
 ``LARGE_DATA`` is not used: a LARGE_DATA participant announces TCP-only metatraffic locators, so it
 cannot discover endpoints of (or be discovered by) participants with the default transports.

@@ -400,7 +400,7 @@ def _bag_cases(
 ) -> list[AttackCase]:
     from gpu_euclidean_cluster.pointcloud_io.bags import write_pointcloud_bag
 
-    replay = [*_launcher("replay", f"{PACKAGE}.ros.replay"), "-q"]
+    replay = [*_launcher("replay", f"{PACKAGE}.ros.replay.replay"), "-q"]
     remap = ["--remap", f"/points_raw:={namespace}/points_raw"]
     small = frame[:: max(1, len(frame) // 4096)]
     bags = {}
@@ -474,7 +474,7 @@ def _bag_cases(
 
 def _option_cases(folder: Path, frame: np.ndarray, namespace: str) -> list[AttackCase]:
     cli = _launcher("gpu-euclidean-cluster", f"{PACKAGE}.commands.cli")
-    replay = [*_launcher("replay", f"{PACKAGE}.ros.replay"), "-q"]
+    replay = [*_launcher("replay", f"{PACKAGE}.ros.replay.replay"), "-q"]
     source = folder / "source.bin"
     np.column_stack([frame, np.zeros(len(frame))]).astype(np.float32).tofile(source)
     bag = folder / "valid.bag"  # written by the bag cases
@@ -558,7 +558,7 @@ def _left_behind(folder: Path, name: str) -> str | None:
 
 def _node_cases(folder: Path, namespace: str, backend: str) -> list[AttackCase]:
     node = [
-        *_launcher("euclidean_cluster_node", f"{PACKAGE}.ros.node"),
+        *_launcher("euclidean_cluster_node", f"{PACKAGE}.ros.node.node"),
         "--ros-args", "-r", f"__ns:={namespace}", "-p", f"backend:={backend}",
     ]  # fmt: skip
     garbage = folder / "garbage.param.yaml"

@@ -29,7 +29,7 @@ from benchmarks.errors import BenchError
 
 NODE_SCRIPT = "euclidean_cluster_node"
 #: Used only where the console script is not installed next to ``sys.executable``.
-NODE_MODULE = "gpu_euclidean_cluster.ros.node"
+NODE_MODULE = "gpu_euclidean_cluster.ros.node.node"
 #: Where the node's ``input/points`` is remapped to.
 INPUT_TOPIC = "/reliability/points"
 #: Seconds a node may take to start and answer its first cloud.

@@ -99,7 +99,7 @@ def message(points: np.ndarray, height: int = 1) -> Message:
     """A PointCloud2 of a structured array (frame ``lidar``)."""
     from std_msgs.msg import Header
 
-    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
 
     return cloud_to_message(from_structured(points, height=height), Header(frame_id="lidar"))
 
@@ -287,7 +287,7 @@ def settled(session: Session, timeout_s: float) -> Tick:
     Raises:
         BenchError: no settled /diagnostics report within ``timeout_s`` (plus two periods).
     """
-    from gpu_euclidean_cluster.ros.node import DIAGNOSTICS_PERIOD_S
+    from gpu_euclidean_cluster.ros.node.node import DIAGNOSTICS_PERIOD_S
 
     tick = session.probe.settle(timeout_s + 2 * DIAGNOSTICS_PERIOD_S)
     if tick is None:

@@ -243,7 +243,7 @@ def run_reliability(options: ReliabilityOptions) -> ReliabilityReport:
 
     from benchmarks.environment import python_command, run_metadata
     from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
-    from gpu_euclidean_cluster.ros.cloud_messages import cloud_to_message
+    from gpu_euclidean_cluster.ros.messages.cloud_messages import cloud_to_message
 
     xyz, frame = load_frame(options)
     good = cloud_to_message(from_xyz(xyz), Header(frame_id="lidar"))
@@ -415,7 +415,7 @@ def measure_flood(
     session: Session, good: Message, rate_hz: float, options: ReliabilityOptions
 ) -> FloodStep:
     """One flood step: ``good`` at ``rate_hz`` for ``options.flood_duration_s`` seconds."""
-    from gpu_euclidean_cluster.ros.node import DIAGNOSTICS_PERIOD_S
+    from gpu_euclidean_cluster.ros.node.node import DIAGNOSTICS_PERIOD_S
 
     probe = session.probe
     base = settled(session, options.hang_timeout_s)

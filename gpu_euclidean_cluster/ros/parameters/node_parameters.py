@@ -1,6 +1,6 @@
 """The node's parameters on a ROS node: declared under our names and Autoware's, kept equal.
 
-Every parameter of :data:`.parameters.PARAMETERS` is declared with its descriptor, and every
+Every parameter of :data:`.specs.PARAMETERS` is declared with its descriptor, and every
 alias of :data:`.autoware_names.ALIASES` (Autoware's names, old and new, and PCL's) is declared as a
 parameter of the same type and range. A value given at start-up under any name of a parameter
 (``--ros-args -p``, a params file) sets all its names; two names given different values are an
@@ -16,10 +16,10 @@ from dataclasses import replace
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from ..core.config import ConfigError
+from ...core.config import ConfigError
 from .autoware_names import ALIAS_OF, ALIASES, autoware_warnings, names_of, resolve_aliases
 from .descriptors import descriptor
-from .parameters import PARAMETERS, SPECS, unknown_parameter_warnings
+from .specs import PARAMETERS, SPECS, unknown_parameter_warnings
 
 
 def declare_node_parameters(node: Node) -> dict[str, object]:

@@ -5,7 +5,7 @@ field each sets, free of ROS.
 from it (:mod:`.descriptors`), :func:`.settings.settings_from_values` builds the settings from it
 (each spec's :class:`ConfigField`), and the tests check the table of docs/parameters.md and the
 YAML files against it. Defaults and choice lists come from
-:class:`~gpu_euclidean_cluster.core.config.ClusterConfig` and :mod:`.qos`; other nodes' names for
+:class:`~gpu_euclidean_cluster.core.config.ClusterConfig` and :mod:`..qos`; other nodes' names for
 these parameters are in :mod:`.autoware_names`.
 """
 
@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core import config
-from ..core.diffnormals import MAX_RADIUS as DIFFNORMALS_MAX_RADIUS
-from ..core.diffnormals import DiffNormalsSettings
-from ..core.frame import DEFAULT_LABELED_LAYOUT, LABELED_LAYOUTS, MAX_COORDINATE
-from ..core.ground import MAX_ITERATIONS, GroundSettings
-from ..pointcloud_io.pointcloud2 import MAX_FIELDS
+from ...core import config
+from ...core.diffnormals import MAX_RADIUS as DIFFNORMALS_MAX_RADIUS
+from ...core.diffnormals import DiffNormalsSettings
+from ...core.frame import DEFAULT_LABELED_LAYOUT, LABELED_LAYOUTS, MAX_COORDINATE
+from ...core.ground import MAX_ITERATIONS, GroundSettings
+from ...pointcloud_io.pointcloud2 import MAX_FIELDS
+from ..qos import DEFAULT_RELIABILITY, RELIABILITIES
 from .autoware_names import ALIAS_OF, AUTOWARE_NOT_APPLIED
-from .qos import DEFAULT_RELIABILITY, RELIABILITIES
 
 #: Default limit of a frame's estimated neighbour search (s): a frame must not hold the node up
 #: for more than about ten frames of a 10 Hz sensor.

@@ -9,7 +9,8 @@ spanning messages where the packets do. Each completed sweep becomes a
 ``is_dense`` true as nebula sets it), frame id from the settings, stamped as nebula stamps it:
 ``std::chrono::duration_cast<nanoseconds>`` of the sweep stamp in seconds, i.e. the product with
 1e9 truncated. It is encoded straight to CDR bytes
-(:func:`~gpu_euclidean_cluster.ros.serialized.publishable_cloud`), no Python message per point.
+(:func:`~gpu_euclidean_cluster.ros.messages.serialized.publishable_cloud`), no Python message per
+point.
 
 The cloud is due at the bag time of the message whose packets completed it, and goes out on
 Autoware's name for the decoded cloud (:func:`decoded_topic`): the packets topic's namespace plus
@@ -25,21 +26,21 @@ from pathlib import Path
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
-from ..core.units import NS_PER_S
-from ..pointcloud_io.bags import BagError
-from ..pointcloud_io.pointcloud2 import from_structured
-from ..pointcloud_io.velodyne import (
+from ...core.units import NS_PER_S
+from ...pointcloud_io.bags import BagError
+from ...pointcloud_io.pointcloud2 import from_structured
+from ...pointcloud_io.velodyne import (
     Sweep,
     SweepDecoder,
     VelodyneScanMessage,
     load_calibration,
     velodyne_typestore,
 )
-from ..pointcloud_io.velodyne.bags import VELODYNE_SCAN
-from ..pointcloud_io.velodyne.cdr import scan_from_cdr
+from ...pointcloud_io.velodyne.bags import VELODYNE_SCAN
+from ...pointcloud_io.velodyne.cdr import scan_from_cdr
+from ..messages.serialized import publishable_cloud
+from ..parameters.velodyne_options import PacketDecoding
 from .bag_files import BagFiles
-from .serialized import publishable_cloud
-from .velodyne_options import PacketDecoding
 
 #: Autoware's name of the decoded cloud, in the namespace of the packets topic.
 AUTOWARE_CLOUD = "pointcloud_raw_ex"

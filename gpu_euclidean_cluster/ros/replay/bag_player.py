@@ -37,13 +37,13 @@ from rclpy.signals import SignalHandlerOptions
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import PointCloud2
 
-from ..core.units import NS_PER_S
-from ..pointcloud_io.bags import POINTCLOUD2, BagError, BagMessage
-from ..pointcloud_io.velodyne.bags import VELODYNE_SCAN
-from ..tools.progress import ProgressBar
+from ...core.units import NS_PER_S
+from ...pointcloud_io.bags import POINTCLOUD2, BagError, BagMessage
+from ...pointcloud_io.velodyne.bags import VELODYNE_SCAN
+from ...tools.progress import ProgressBar
+from ..qos import reliability_policy
 from .bag_files import BagFiles
 from .packet_player import PacketStream, SweepMessage, decoded_topic
-from .qos import reliability_policy
 from .replay_options import ReplayOptions
 
 DISCOVERY_SETTLE_S = 0.3

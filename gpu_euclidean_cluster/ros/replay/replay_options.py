@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .option_values import MAX_RATE, MAX_SPAN_S, MIN_RATE, topic_name_problem
-from .qos import RELIABILITIES
-from .velodyne_options import VelodyneOptions
+from ..parameters.option_values import MAX_RATE, MAX_SPAN_S, MIN_RATE, topic_name_problem
+from ..parameters.velodyne_options import VelodyneOptions
+from ..qos import RELIABILITIES
 
 #: rmw's largest history depth (a 32-bit int)
 MAX_QOS_DEPTH = 2**31 - 1

@@ -6,8 +6,8 @@ spinning, and a clean stop on Ctrl-C or SIGTERM.
 :func:`run_node` checks the ``--params-file`` arguments before rclpy reads them (rcl's own
 messages on a bad file are several lines of C source locations), holds rcl's log lines while it
 parses the ROS arguments (an argument error is one line: :func:`rcl_message`), sends the
-package's Python log records to the node's ROS logger (``ros/ros_logging.py``), chooses Fast DDS's
-transports for large clouds (``ros/transport.py``), then spins the node until shutdown
+package's Python log records to the node's ROS logger (``ros/node/ros_logging.py``), chooses Fast
+DDS's transports for large clouds (``ros/transport.py``), then spins the node until shutdown
 (:class:`StopSignals`).
 """
 
@@ -27,9 +27,9 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
-from ..core.config import ConfigError
+from ...core.config import ConfigError
+from ..transport import configure_transport
 from .ros_logging import RosLogHandler, forward_package_logging, stop_forwarding
-from .transport import configure_transport
 
 
 def run_node(

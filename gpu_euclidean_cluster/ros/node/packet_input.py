@@ -2,7 +2,7 @@
 crosses the middleware between the driver and the clusterer).
 
 Subscribed only when the ``sensor_model`` parameter names a model; the messages are read raw and
-decoded from their CDR bytes (:class:`~..frame.packets.PacketSweeps`; on the GPU with the CUDA
+decoded from their CDR bytes (:class:`~...frame.packets.PacketSweeps`; on the GPU with the CUDA
 backend), in arrival order on the executor thread: a sweep may span messages, so none may be
 skipped. Each completed sweep is handed to the node like a received cloud.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..core.config import ConfigError
-from ..frame.packets import PacketSweeps, SweepCloud
-from ..pointcloud_io.velodyne import CalibrationError, DecoderSettings, sensor_model
-from .velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
+from ...core.config import ConfigError
+from ...frame.packets import PacketSweeps, SweepCloud
+from ...pointcloud_io.velodyne import CalibrationError, DecoderSettings, sensor_model
+from ..parameters.velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
 
 PACKETS_TOPIC = "input/packets"
 

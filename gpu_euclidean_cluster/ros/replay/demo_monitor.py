@@ -20,8 +20,8 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 from sensor_msgs.msg import PointCloud2
 
-from ..core.units import NS_PER_S
-from ..pointcloud_io.pointcloud2 import from_message, read_fields
+from ...core.units import NS_PER_S
+from ...pointcloud_io.pointcloud2 import from_message, read_fields
 
 _CDR_STAMP = struct.Struct("<iI")  # header.stamp after the 4-byte encapsulation header
 

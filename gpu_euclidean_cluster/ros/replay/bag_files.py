@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rosbags.interfaces import Connection
 
-from ..pointcloud_io.bags import (
+from ...pointcloud_io.bags import (
     ROS2_SUFFIXES,
     BagError,
     BagMessage,

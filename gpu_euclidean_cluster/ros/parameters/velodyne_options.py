@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..pointcloud_io.velodyne.sensors import (
+from ...pointcloud_io.velodyne.sensors import (
     RETURN_MODES,
     SENSOR_MODELS,
     DecoderSettings,
@@ -30,7 +30,7 @@ from ..pointcloud_io.velodyne.sensors import (
 
 PACKAGE = "gpu_euclidean_cluster"
 #: nebula's calibration files in a checkout (and an editable install) of this package.
-CHECKOUT_CALIBRATION_DIR = Path(__file__).resolve().parents[2] / "config" / "velodyne"
+CHECKOUT_CALIBRATION_DIR = Path(__file__).resolve().parents[3] / "config" / "velodyne"
 #: where ``setup.py`` installs them, below the installation prefix.
 SHARE_CALIBRATION_DIR = Path("share") / PACKAGE / "config" / "velodyne"
 #: The calibration file of each model among those shipped; HDL64 has two (S2, S3), no default.

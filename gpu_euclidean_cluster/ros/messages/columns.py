@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 from std_msgs.msg import Header
 
-from ..core.cluster_stats import cluster_table
-from ..core.frame import GroupedRecords, group_records
-from ..core.oriented_boxes import oriented_boxes, yaw_quaternion
-from ..pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud, point_bytes
+from ...core.cluster_stats import cluster_table
+from ...core.frame import GroupedRecords, group_records
+from ...core.oriented_boxes import oriented_boxes, yaw_quaternion
+from ...pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud, point_bytes
 from .cdr import (
     CdrWriter,
     HeaderLike,

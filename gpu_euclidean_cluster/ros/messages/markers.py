@@ -1,5 +1,5 @@
 """RViz markers of the clusters, one column spec (:func:`marker_columns`): per cluster (in table
-order) a translucent CUBE in ``cluster_boxes``, its box (:func:`~.message_columns.box_geometry`),
+order) a translucent CUBE in ``cluster_boxes``, its box (:func:`~.columns.box_geometry`),
 each side at least :data:`MIN_BOX_SIDE`, in the cluster's colour, and a TEXT_VIEW_FACING label
 ``"id (num_points)"`` in ``cluster_ids`` above the centroid; marker id = cluster id. Then a
 DELETE in both namespaces for every id from this frame's cluster count up to the previous one's.
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from visualization_msgs.msg import Marker, MarkerArray
 
-from ..core.cluster_stats import cluster_rgb
+from ...core.cluster_stats import cluster_rgb
 from .cdr import HeaderLike
-from .message_columns import (
+from .columns import (
     ArrayEncoder,
     ArraySpec,
     Columns,

@@ -1,4 +1,4 @@
-"""ROS parameter descriptors of the node, built from :data:`.parameters.PARAMETERS`."""
+"""ROS parameter descriptors of the node, built from :data:`.specs.PARAMETERS`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rcl_interfaces.msg import (
     ParameterType,
 )
 
-from .parameters import ParameterSpec
+from .specs import ParameterSpec
 
 _TYPES = {
     "bool": ParameterType.PARAMETER_BOOL,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..core.config import ConfigError
+from ...core.config import ConfigError
 
 #: Autoware Universe's release that renamed its clustering parameters (2026).
 AUTOWARE_RENAME = "0.52"

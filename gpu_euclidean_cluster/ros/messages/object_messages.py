@@ -18,11 +18,11 @@
 
 With oriented boxes (``FrameOutput.boxes``: the node's ``pose_estimation``) the objects carry
 them as Autoware's shape estimation fills its output (and its trackers read it): the pose at the
-box centre, rotated by the yaw (:func:`~.message_columns.box_geometry`),
+box centre, rotated by the yaw (:func:`~.columns.box_geometry`),
 ``orientation_availability`` SIGN_UNKNOWN (a rectangle's heading is known up to a half turn),
 ``dimensions`` x = ``length`` (along the yaw), y = ``width``, z = the height; Detection3D's
 ``bbox`` is that box, its hypothesis pose stays at the centroid. Each message is one column spec
-(:mod:`.message_columns`).
+(:mod:`.columns`).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.frame import GroupedRecords
-from ..pointcloud_io.pointcloud2 import RawCloud
+from ...core.frame import GroupedRecords
+from ...pointcloud_io.pointcloud2 import RawCloud
 from .cdr import HeaderLike
-from .message_columns import (
+from .columns import (
     ArraySpec,
     Columns,
     box_geometry,

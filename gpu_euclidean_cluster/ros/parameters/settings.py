@@ -1,6 +1,6 @@
 """The settings in force for a frame, validated from the node's parameter values, free of ROS.
 
-Each parameter sets the field its spec names (:attr:`.parameters.ParameterSpec.sets`), so the
+Each parameter sets the field its spec names (:attr:`.specs.ParameterSpec.sets`), so the
 settings are built by one loop over the specs. Clustering values are validated by
 :mod:`gpu_euclidean_cluster.core.config`, so the library, the CLI and the node accept and reject
 exactly the same values; the node adds its window checks.
@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from ..core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
-from ..core.diffnormals import DiffNormalsSettings
-from ..core.frame import DEFAULT_LABELED_LAYOUT, MAX_COORDINATE, FrameWindow, LabeledLayout
-from ..core.ground import GroundSettings
-from ..pointcloud_io.pointcloud2 import MAX_FIELDS
-from .parameters import (
+from ...core.config import DEFAULT_CONFIG, ClusterConfig, ConfigError
+from ...core.diffnormals import DiffNormalsSettings
+from ...core.frame import DEFAULT_LABELED_LAYOUT, MAX_COORDINATE, FrameWindow, LabeledLayout
+from ...core.ground import GroundSettings
+from ...pointcloud_io.pointcloud2 import MAX_FIELDS
+from .specs import (
     DEFAULT_LANE_DISTANCE,
     DIAGNOSTICS_WARN_SHARE,
     MIN_POINT_FIELDS,

@@ -2,7 +2,7 @@
 
 Velodyne packet topics (``velodyne_msgs/msg/VelodyneScan``, as Autoware records its LiDARs) are
 decoded as Autoware's driver decodes them and published as its decoded cloud
-(:mod:`.packet_player`; the options of :mod:`.velodyne_options` say how).
+(:mod:`.packet_player`; the options of :mod:`..parameters.velodyne_options` say how).
 
 Console script ``replay BAG`` (``ros2 run gpu_euclidean_cluster replay BAG`` in a workspace); the
 ``gpu-euclidean-cluster replay`` sub-command reuses this module's parser. The module owns the
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .option_values import (
+from ..parameters.option_values import (
     OneLineParser,
     argument,
     clock_frequency,
@@ -32,9 +32,9 @@ from .option_values import (
     span_seconds,
     topic_name,
 )
-from .qos import RELIABILITIES
+from ..parameters.velodyne_options import MODEL_CHOICES, RETURN_MODE_CHOICES, VelodyneOptions
+from ..qos import RELIABILITIES
 from .replay_options import ReplayOptions, parse_remaps, queue_depth, remap_rule
-from .velodyne_options import MODEL_CHOICES, RETURN_MODE_CHOICES, VelodyneOptions
 
 
 class ReplayError(Exception):
@@ -225,7 +225,7 @@ def run(options: ReplayOptions) -> int:
         raise ReplayError(
             f"replay needs rclpy and sensor_msgs (pip install -e '.[ros]'): {error}"
         ) from None
-    from .transport import configure_transport
+    from ..transport import configure_transport
 
     stop = threading.Event()
 

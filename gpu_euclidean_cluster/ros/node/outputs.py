@@ -9,15 +9,15 @@ Topics (relative to the node's namespace):
 - ``output/objects_with_feature`` (tier4_perception_msgs/DetectedObjectsWithFeature),
   ``output/objects`` (autoware_perception_msgs/DetectedObjects) and ``output/detections``
   (vision_msgs/Detection3DArray), each where its message package is installed (see
-  :mod:`.object_messages` for what they hold);
+  :mod:`..messages.object_messages` for what they hold);
 - ``output/markers`` (visualization_msgs/MarkerArray), published last.
 
 With oriented boxes (``FramePipeline.process(..., oriented_boxes=True)``: the node's
 ``pose_estimation``), the object messages and the markers carry the frame's ``boxes`` (yaw,
-length, width: see :mod:`.object_messages`), and ``output/clusters`` has their columns.
+length, width: see :mod:`..messages.object_messages`), and ``output/clusters`` has their columns.
 
-Everything goes out as CDR bytes (:mod:`.serialized`; the others built column-wise from each
-message's column spec: :mod:`.message_columns`).
+Everything goes out as CDR bytes (:mod:`..messages.serialized`; the others built column-wise from
+each message's column spec: :mod:`..messages.columns`).
 An output without a subscriber is not built at all. The clusters' points of
 ``output/objects_with_feature`` come grouped by cluster from the frame layer (on the GPU backend
 gathered there), which the node asks for while that output has a subscriber
@@ -35,13 +35,17 @@ from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
-from ..core.frame import GroupedRecords, group_records
-from ..frame import FrameOutput
-from ..pointcloud_io.pointcloud2 import RawCloud, point_bytes, read_fields, select_points
-from .markers import MarkerEncoder
-from .message_columns import ArrayEncoder
-from .object_messages import DETECTED_OBJECTS, DETECTED_OBJECTS_WITH_FEATURE, DETECTION3D_ARRAY
-from .serialized import publishable_cloud
+from ...core.frame import GroupedRecords, group_records
+from ...frame import FrameOutput
+from ...pointcloud_io.pointcloud2 import RawCloud, point_bytes, read_fields, select_points
+from ..messages.columns import ArrayEncoder
+from ..messages.markers import MarkerEncoder
+from ..messages.object_messages import (
+    DETECTED_OBJECTS,
+    DETECTED_OBJECTS_WITH_FEATURE,
+    DETECTION3D_ARRAY,
+)
+from ..messages.serialized import publishable_cloud
 
 LABELED_POINTS = "output/labeled_points"
 CLUSTERS = "output/clusters"

@@ -1,7 +1,7 @@
 """Little-endian CDR (plain CDR, XCDR1) of messages, for ``Publisher.publish(bytes)``, which
 skips rclpy's conversion to a C message and rmw's serialization: :class:`CdrWriter` writes a few
 scalars and strings, :class:`RowCodec` consecutive messages of one type column-wise with NumPy
-(:mod:`.message_columns`), :func:`same_serialization` checks them against rclpy's own bytes.
+(:mod:`.columns`), :func:`same_serialization` checks them against rclpy's own bytes.
 
 Encoding: the encapsulation header ``00 01 00 00`` (little-endian), then every primitive aligned
 to its size relative to the first byte after that header; a string is a uint32 length (its UTF-8

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from ..frame.packets import SweepCloud
+from ...frame.packets import SweepCloud
 from .frame_stats import FrameStats
 
 #: A received frame: a PointCloud2 message still serialized (the subscription is raw: the payload

@@ -12,7 +12,7 @@ import array
 from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import Header
 
-from ..pointcloud_io.pointcloud2 import RawCloud
+from ...pointcloud_io.pointcloud2 import RawCloud
 
 
 def cloud_to_message(cloud: RawCloud, header: Header) -> PointCloud2:

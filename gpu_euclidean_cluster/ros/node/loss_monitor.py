@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .transport import ENV, LARGE_CLOUD_TRANSPORTS, PACKAGE, PROFILE_FILE
+from ..transport import ENV, LARGE_CLOUD_TRANSPORTS, PACKAGE, PROFILE_FILE
 
 #: Seconds of counters a loss warning is about (one window after another).
 WINDOW_S = 10.0

@@ -10,15 +10,15 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
+from ..transport import installed_profile
 from .frame_stats import FrameStats, StatsSnapshot
 from .loss_monitor import SHORT_FIX, LossMonitor, fix_hint
-from .transport import installed_profile
 
 if TYPE_CHECKING:
     from rclpy.node import Node
     from rclpy.subscription import Subscription
 
-    from ..clusterer import Backend
+    from ...clusterer import Backend
 
 
 def diagnostics_message(

@@ -1,9 +1,10 @@
 """``euclidean_cluster_node``: PointCloud2 in; labelled cloud, clusters, objects and markers out.
 
-Subscribes ``input/points`` (and ``input/packets``: ``ros/packet_input.py``), hands the newest frame
-to a worker thread (``ros/latest_slot.py``) that runs it through the frame layer
-(``frame/service.py``) and publishes (``ros/outputs.py``); topic names are relative. Parameter
-sets are validated in a callback and apply from the next frame. The process: ``ros/process.py``.
+Subscribes ``input/points`` (and ``input/packets``: ``ros/node/packet_input.py``), hands the newest
+frame to a worker thread (``ros/node/latest_slot.py``) that runs it through the frame layer
+(``frame/service.py``) and publishes (``ros/node/outputs.py``); topic names are relative. Parameter
+sets are validated in a callback and apply from the next frame. The process:
+``ros/node/process.py``.
 """
 
 from __future__ import annotations
@@ -22,18 +23,18 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
-from ..core.config import ConfigError
-from ..frame.service import FrameRejection, FrameService
+from ...core.config import ConfigError
+from ...frame.service import FrameRejection, FrameService
+from ..parameters.node_parameters import alias_conflict, declare_node_parameters
+from ..parameters.settings import NodeSettings, settings_from_values
+from ..parameters.specs import PARAMETERS, SPECS, parameters_help
+from ..qos import input_qos
 from .diagnostics import NodeDiagnostics
 from .frame_stats import FrameStats, StatsSnapshot
 from .latest_slot import FrameIntake, ReceivedFrame
-from .node_parameters import alias_conflict, declare_node_parameters
 from .outputs import NodeOutputs
 from .packet_input import packet_sweeps, subscribe_packets
-from .parameters import PARAMETERS, SPECS, parameters_help
 from .process import run_node
-from .qos import input_qos
-from .settings import NodeSettings, settings_from_values
 
 NODE_NAME = "euclidean_cluster_node"
 #: Depth of the (reliable) output publishers.

@@ -1,6 +1,6 @@
 """CDR bytes of sensor_msgs/PointCloud2 for ``Publisher.publish(bytes)``, the payload copied once:
 the node's largest outputs, written directly (:class:`~.cdr.CdrWriter`), not column-wise as the
-others (:mod:`.message_columns`), and checked as those are, once per process, against
+others (:mod:`.columns`), and checked as those are, once per process, against
 ``serialize_message`` of :func:`~.cloud_messages.cloud_to_message`'s message, which
 :func:`publishable_cloud` returns instead of bytes where the check fails.
 """
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
-from ..pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud
+from ...pointcloud_io.pointcloud2 import FLOAT32, UINT8, Field, RawCloud
 from .cdr import CdrWriter, HeaderLike
 from .cloud_messages import cloud_to_message
-from .message_columns import verified
+from .columns import verified
 
 
 def point_cloud_cdr(cloud: RawCloud, header: HeaderLike) -> bytes:

@@ -1,0 +1,1 @@
+"""The output messages: their columns once, CDR bytes, rclpy fallbacks, markers."""

@@ -1,0 +1,1 @@
+"""The node: ROS wired to the frame layer; its inputs, outputs, diagnostics and process."""

@@ -1,0 +1,1 @@
+"""Parameters of the node and the tools: specs, descriptors, settings, Autoware's names."""
