@@ -6,15 +6,15 @@ booked.
     >>> clustered = frames.process(cdr, settings)  # or a FrameRejection (booked and warned)
     >>> clustered.output, clustered.cloud, clustered.stamp, clustered.frame_id, clustered.stage_ms
 
-The node (``ros/node.py``) owns the topics and the worker thread; the service owns the rest of a
-frame's life. Its :class:`~.pipeline.FramePipeline` runs on the backend asked for, without
+The node (``ros/node/node.py``) owns the topics and the worker thread; the service owns the rest of
+a frame's life. Its :class:`~.pipeline.FramePipeline` runs on the backend asked for, without
 copying its output (the front end publishes a frame before it processes the next); the warm-up
 runs every stage once; each frame gets the stages its settings ask for, in Autoware.ai's order
 (ground removal, then Difference of Normals: ``frame/ground.py``, ``frame/diffnormals.py``).
 A message that cannot be decoded, or a frame whose processing fails, is rejected, never raised;
 a frame run otherwise than configured (on the CPU, or with ``union_find``) is a fallback; points
 beyond ``max_coordinate`` are counted. Each is booked in the :class:`FrameLedger` (the node's
-``ros/frame_stats.py``), rejections and fallbacks warned about at most once every
+``ros/node/frame_stats.py``), rejections and fallbacks warned about at most once every
 :data:`WARNING_THROTTLE_S` seconds each.
 """
 
