@@ -12,8 +12,8 @@ do):
 - ``encode``: the labelled cloud and the cluster table (on CUDA: the kernels, the table's sort,
   the copies back, the synchronisation);
 - ``labeled_cdr`` / ``clusters_cdr``: the outputs serialized for ``publish``;
-- ``frame``: ``FramePipeline.process`` whole (on CUDA: one frame graph, ``cuda/frame_graph.py``,
-  also timed stage by stage: ``graph_stages``),
+- ``frame``: ``FramePipeline.process`` whole (on CUDA: one frame graph,
+  ``cuda/graphs/frame_graphs.py``, also timed stage by stage: ``graph_stages``),
   ``frame staged``: the same with ``whole_frames=False`` (decode, cluster, encode as above), and
   ``frame + cdr`` with both serializations: what the node's ``decode_build`` + ``cluster`` stand
   for, without rclpy.

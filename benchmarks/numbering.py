@@ -1,5 +1,6 @@
-"""The GPU numbering stage (``cuda/numbering.py``) timed on a real frame's union-find components,
-beside the previous implementation (commit 16ae5fd), run on a CUDA machine from the repository root:
+"""The GPU numbering stage (``cuda/labelling/numbering.py``) timed on a real frame's union-find
+components, beside the previous implementation (commit 16ae5fd), run on a CUDA machine from the
+repository root:
 
     python -m benchmarks.numbering [frame.bin] [d_th]
 
@@ -106,8 +107,8 @@ def benchmark(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
     import cupy
 
     from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
-    from gpu_euclidean_cluster.cuda.numbering import canonical_labels_gpu
-    from gpu_euclidean_cluster.cuda.union_find import label_union_find
+    from gpu_euclidean_cluster.cuda.labelling.numbering import canonical_labels_gpu
+    from gpu_euclidean_cluster.cuda.labelling.union_find import label_union_find
 
     raw = _frame_points(frame)
     points = cupy.asarray(np.ascontiguousarray(raw))
@@ -151,9 +152,9 @@ def breakdown(frame: str = "kitti_000001.bin", d_th: float = 0.5, reps: int = 20
     import cupy
 
     from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
-    from gpu_euclidean_cluster.cuda import numbering
+    from gpu_euclidean_cluster.cuda.labelling import numbering
+    from gpu_euclidean_cluster.cuda.labelling.union_find import label_union_find
     from gpu_euclidean_cluster.cuda.module import CLUSTERING, THREADS, blocks, get_kernel
-    from gpu_euclidean_cluster.cuda.union_find import label_union_find
 
     raw = _frame_points(frame)
     host = np.ascontiguousarray(raw)

@@ -140,7 +140,7 @@ class ResultRow:
     p99_ms: float | None = None
     min_ms: float | None = None
     #: the GPU method ran stage by stage (``whole_call=False``); False: its whole call as one
-    #: CUDA graph where the configuration allows (``cuda/graphs.py``)
+    #: CUDA graph where the configuration allows (``cuda/graphs/cluster_graphs.py``)
     staged: bool | None = None
     #: graph rows, per call (the last timed call's counts): graph launches, kernels and copies
     #: (or memsets) inside the graph, copies issued beside it, host synchronisations

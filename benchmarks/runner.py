@@ -337,7 +337,7 @@ class CaseRunner:
 
 
 def _set_graph_counts(row: ResultRow, call: Any) -> None:
-    """Launches, copies and synchronisations of a graph call (``cuda/graphs.py``'s
+    """Launches, copies and synchronisations of a graph call (``cuda/graphs/cluster_graphs.py``'s
     ``GraphCall``)."""
     row.graph_launches = call.graph_launches
     row.graph_kernels = call.kernel_nodes

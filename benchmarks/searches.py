@@ -122,7 +122,7 @@ def structure_calls(
     if backend.name == "cuda":
         import cupy
 
-        from gpu_euclidean_cluster.cuda.graph import NeighbourSearch
+        from gpu_euclidean_cluster.cuda.labelling.graph import NeighbourSearch
 
         def gpu(search: str) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
             def query(built: NeighbourSearch) -> Any:
@@ -135,9 +135,9 @@ def structure_calls(
         return {search: gpu(search) for search in STRUCTURES}
 
     from gpu_euclidean_cluster.core.neighbour_rule import threshold_sq
-    from gpu_euclidean_cluster.cpu import kdtree, scan_search
-    from gpu_euclidean_cluster.cpu.graph import range_edges
-    from gpu_euclidean_cluster.cpu.voxel_grid import build_voxel_grid
+    from gpu_euclidean_cluster.cpu.labelling.graph import range_edges
+    from gpu_euclidean_cluster.cpu.labelling.voxel_grid import build_voxel_grid
+    from gpu_euclidean_cluster.cpu.search import kdtree, scan_search
 
     def pairs(chunks: Any) -> int:
         return 2 * sum(len(i) for i, _ in chunks)
@@ -262,7 +262,7 @@ def nearest_neighbour_rows(backend: Backend, timer: Timer, points: np.ndarray) -
     if backend.name == "cuda":
         import cupy
 
-        from gpu_euclidean_cluster.cuda.kdtree import build_kdtree
+        from gpu_euclidean_cluster.cuda.search.kdtree import build_kdtree
 
         transfer_ms, _, _, (device_points, device_queries) = timer(
             lambda: (cupy.asarray(points), cupy.asarray(queries))
@@ -272,7 +272,7 @@ def nearest_neighbour_rows(backend: Backend, timer: Timer, points: np.ndarray) -
         index = nearest.get()
         name = f"ours: GPU kd-tree ({backend.device})"
     else:
-        from gpu_euclidean_cluster.cpu.kdtree import nearest_neighbours
+        from gpu_euclidean_cluster.cpu.search.kdtree import nearest_neighbours
 
         transfer_ms, build_ms = 0.0, 0.0
         query_ms, _, _, index = timer(lambda: nearest_neighbours(points, queries))

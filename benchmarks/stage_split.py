@@ -1,11 +1,11 @@
 """The GPU graphs' steps timed stage by stage: what each stage of a captured graph costs.
 
-A captured graph (``cuda/graphs.py``'s clustering graph, ``cuda/frame_graph.py``'s frame graph)
-runs as one launch, so its stages cannot be timed inside it. Here the graph's own steps (held by
-the last call's record, ``GraphCall.graph`` / ``FrameCall.graph``) are issued one stage at a
-time on the current stream between events (a stage of several launches includes the host's gaps
-between them); the copies beside the graph are timed on the host clock up to a synchronisation.
-CuPy is imported on first use.
+A captured graph (``cuda/graphs/cluster_graphs.py``'s clustering graph,
+``cuda/graphs/frame_graphs.py``'s frame graph) runs as one launch, so its stages cannot be timed
+inside it. Here the graph's own steps (held by the last call's record, ``GraphCall.graph`` /
+``FrameCall.graph``) are issued one stage at a time on the current stream between events (a stage of
+several launches includes the host's gaps between them); the copies beside the graph are timed on
+the host clock up to a synchronisation. CuPy is imported on first use.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def frame_graph_split(
     import cupy
 
     from gpu_euclidean_cluster.core.frame import Unsupported
-    from gpu_euclidean_cluster.cuda.frame_graph import copy_frame_in, copy_frame_out
+    from gpu_euclidean_cluster.cuda.graphs.frame_graphs import copy_frame_in, copy_frame_out
 
     frame_graphs = codec.frame_graphs
     if isinstance(codec.process_whole(cloud, config, window, layout, False), Unsupported):
@@ -96,7 +96,7 @@ def split_stages(
     events."""
     import cupy
 
-    from gpu_euclidean_cluster.cuda.launches import issue
+    from gpu_euclidean_cluster.cuda.graphs.launches import issue
 
     stream = cupy.cuda.get_current_stream()
     samples: dict[str, list[float]] = {stage: [] for stage in stages}

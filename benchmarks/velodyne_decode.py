@@ -146,7 +146,7 @@ def measure_bag(
         return row
     import cupy
 
-    from gpu_euclidean_cluster.cuda.velodyne import CudaPacketDecoder, points_to_host
+    from gpu_euclidean_cluster.cuda.codecs.velodyne import CudaPacketDecoder, points_to_host
 
     decoder = CudaPacketDecoder(calibration, settings, device_id=0)
     stream = cupy.cuda.get_current_stream()

@@ -62,14 +62,15 @@ class Backend(Protocol):
         """Autoware's ``voxel_grid`` algorithm on finite ``points`` (see ``ClusterConfig``):
         one piece id per point, -1 for a point in no cluster (its voxel dropped, or thinned
         away); ``method`` is the method that clustered the voxel centroids. The twins
-        (``cpu/autoware_voxel.py``, ``cuda/autoware_voxel.py``) give identical ids up to
-        renumbering, so identical labels after :meth:`number_clusters`."""
+        (``cpu/labelling/autoware_voxel.py``, ``cuda/labelling/autoware_voxel.py``) give identical
+        ids up to renumbering, so identical labels after :meth:`number_clusters`."""
 
     def downsample(self, points: Any, leaf_size: float, clock: StageClock) -> tuple[Any, Any]:
         """PCL ``VoxelGrid`` at ``(L, L, L)`` on finite ``points`` (``core/downsample.py``): int32
         (N,) each point's voxel and float32 (V, 3) the voxel centroids, voxels numbered by
         ascending linear index; timed as ``clock("build")``. The twins
-        (``cpu/autoware_voxel.py``, ``cuda/autoware_voxel.py``) are equal bit for bit."""
+        (``cpu/labelling/autoware_voxel.py``, ``cuda/labelling/autoware_voxel.py``) are equal bit
+        for bit."""
 
     def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
         """The whole call for C-contiguous float32 (N, 3) ``points`` (any values; ``mask`` None
@@ -86,14 +87,14 @@ class Backend(Protocol):
     def merge_components(self, points: Any, components: Any, threshold: float) -> Any:
         """Autoware.ai's centroid merging (``core/merging.py``'s rules) of the components of
         finite ``points`` on this backend's device: (N,) int32 ids, equal within a merged group
-        (ids arbitrary; the twins, ``core/merging.py`` and ``cuda/merging.py``, give the same
+        (ids arbitrary; the twins, ``core/merging.py`` and ``cuda/stages/merging.py``, give the same
         partition)."""
 
     def oriented_boxes(self, points: Any, labels: Any, sizes: np.ndarray) -> np.ndarray:
         """The (K,) ``core.oriented_boxes.BOX_DTYPE`` rows of the clusters ``0..K-1`` of
         ``labels`` over the (N, 3) ``points`` (on this backend's device or the host), ``sizes``
-        their point counts; the twins (``core/oriented_boxes.py``, ``cuda/oriented_boxes.py``)
-        are equal bit for bit."""
+        their point counts; the twins (``core/oriented_boxes.py``,
+        ``cuda/stages/oriented_boxes.py``) are equal bit for bit."""
 
     def describe(self) -> DeviceInfo:
         """The device: name, memory, driver and runtime versions."""
@@ -117,9 +118,9 @@ class Backend(Protocol):
 
     def frame_codec(self) -> FrameCodec:
         """A new PointCloud2 frame codec on this backend's device (the contract
-        ``core.frame.FrameCodec``, the twins ``cpu/frame.py`` and ``cuda/frame.py``; the frame
-        layer, ``frame/pipeline.py``, holds one per pipeline, as a codec keeps the last frame's
-        buffers)."""
+        ``core.frame.FrameCodec``, the twins ``cpu/codecs/frame.py`` and ``cuda/codecs/frame.py``;
+        the frame layer, ``frame/pipeline.py``, holds one per pipeline, as a codec keeps the last
+        frame's buffers)."""
 
 
 def cuda_available() -> bool:

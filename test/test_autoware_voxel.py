@@ -44,13 +44,13 @@ from gpu_euclidean_cluster.core.voxel_split import (
     rounds_needed,
     split_oversized,
 )
-from gpu_euclidean_cluster.cpu.autoware_voxel import (
+from gpu_euclidean_cluster.cpu.backend import CpuBackend, centroid_config
+from gpu_euclidean_cluster.cpu.labelling.autoware_voxel import (
     hash32,
     linear_index,
     voxel_grid,
     voxel_grid_components,
 )
-from gpu_euclidean_cluster.cpu.backend import CpuBackend, centroid_config
 
 from .conftest import cuda_only
 
@@ -624,7 +624,7 @@ def test_split_cuda_equals_cpu(cloud: str, bound: int) -> None:
     """The split alone: every round of many oversized pieces at once, ties, twin centroids."""
     import cupy
 
-    from gpu_euclidean_cluster.cuda.autoware_voxel import _pieces
+    from gpu_euclidean_cluster.cuda.labelling.autoware_voxel import _pieces
 
     components, cx, cy = split_clouds()[cloud]
     flat = np.stack((cx, cy, np.zeros_like(cx)), axis=1).astype(np.float32)

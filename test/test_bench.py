@@ -44,7 +44,7 @@ from benchmarks.targets import TargetCheck, check_targets
 from gpu_euclidean_cluster.clusterer import as_points
 from gpu_euclidean_cluster.commands.cli import build_parser as installed_parser
 from gpu_euclidean_cluster.core.memory import StructureTooLargeError
-from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
+from gpu_euclidean_cluster.cuda.labelling.matrix_memory import MatrixMemoryError
 
 from .conftest import REPO_ROOT, same_partition
 

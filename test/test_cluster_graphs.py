@@ -1,9 +1,9 @@
-"""The CUDA graph path of a whole ``union_find`` call (``cuda/graphs.py``) against the staged path
-and the CPU backend, label for label (skipped without a CUDA device).
+"""The CUDA graph path of a whole ``union_find`` call (``cuda/graphs/cluster_graphs.py``) against
+the staged path and the CPU backend, label for label (skipped without a CUDA device).
 
 Each check clusters the same cloud three ways: the CUDA backend's graph (the default), the CUDA
 backend stage by stage (``whole_call=False``) and the CPU backend; and checks from the backend's
-``graphs.last_call`` that the graph really ran (captured on the first call of a bucket and
+``ClusterGraphs.last_call`` that the graph really ran (captured on the first call of a bucket and
 configuration, replayed after, one host synchronisation).
 """
 
@@ -34,7 +34,7 @@ def backend():
 
 
 def _sort_capacity() -> int:
-    from gpu_euclidean_cluster.cuda.numbering import SORT_CAPACITY
+    from gpu_euclidean_cluster.cuda.labelling.numbering import SORT_CAPACITY
 
     return SORT_CAPACITY
 
@@ -163,7 +163,7 @@ def test_real_frame(backend, load_frame):
 def test_large_cloud_labels_copied_beside_the_graph(backend, cupy, load_frame):
     """Over PINNED_LABELS_MAX_POINTS the labels go straight into the returned array; kitti_000001
     tiled 10x has more components than one block sorts (a second synchronisation)."""
-    from gpu_euclidean_cluster.cuda.graphs import PINNED_LABELS_MAX_POINTS
+    from gpu_euclidean_cluster.cuda.graphs.cluster_graphs import PINNED_LABELS_MAX_POINTS
 
     frame = load_frame("kitti_000001.bin").astype(np.float64)
     shifts = np.zeros((10, 1, 3))
@@ -211,7 +211,7 @@ def test_release_drops_the_graphs(backend):
 def test_failed_capture_falls_back_to_the_stages(monkeypatch, caplog, cupy):
     """A step that synchronises during capture invalidates it: graphs go off on that backend
     with one warning, and the call is answered stage by stage with the same labels."""
-    from gpu_euclidean_cluster.cuda.launches import Memset
+    from gpu_euclidean_cluster.cuda.graphs.launches import Memset
 
     original = Memset.issue
 
@@ -232,7 +232,11 @@ def test_failed_capture_falls_back_to_the_stages(monkeypatch, caplog, cupy):
 
 
 def test_buckets():
-    from gpu_euclidean_cluster.cuda.graphs import BUCKETS_PER_OCTAVE, MIN_BUCKET, bucket_size
+    from gpu_euclidean_cluster.cuda.graphs.cluster_graphs import (
+        BUCKETS_PER_OCTAVE,
+        MIN_BUCKET,
+        bucket_size,
+    )
 
     sizes = [bucket_size(n) for n in range(1, 300_000, 97)]
     assert sizes == sorted(sizes)

@@ -1,12 +1,12 @@
-"""Difference-of-Normals filtering (``cpu/diffnormals.py`` and ``cuda/diffnormals.py``, rules of
-``core/diffnormals.py``): the neighbour counts equal a brute-force application of the float32
-rule, the normals equal LAPACK's smallest eigenvector, the result does not depend on the order of
-the points or the batch size, flat surfaces are dropped and thin structures kept (both twins),
-bad settings are refused with the reason, and the stage runs in the frame pipeline. The CUDA twin
-equals the NumPy twin bit for bit: the same normals and validity at each radius and the same kept
-points, on real frames (through Autoware.ai's height window, as the stage sees them there) and
-simulated scenes, and the stage through the CUDA pipeline labels as through the CPU pipeline. Real
-frames come from ``$LIDAR_DATA_DIR`` and skip when absent.
+"""Difference-of-Normals filtering (``cpu/stages/diffnormals.py`` and
+``cuda/stages/diffnormals.py``, rules of ``core/diffnormals.py``): the neighbour counts equal a
+brute-force application of the float32 rule, the normals equal LAPACK's smallest eigenvector, the
+result does not depend on the order of the points or the batch size, flat surfaces are dropped and
+thin structures kept (both twins), bad settings are refused with the reason, and the stage runs in
+the frame pipeline. The CUDA twin equals the NumPy twin bit for bit: the same normals and validity
+at each radius and the same kept points, on real frames (through Autoware.ai's height window, as the
+stage sees them there) and simulated scenes, and the stage through the CUDA pipeline labels as
+through the CPU pipeline. Real frames come from ``$LIDAR_DATA_DIR`` and skip when absent.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
 from gpu_euclidean_cluster.core.diffnormals import DiffNormalsSettings, fixed_point_scale
 from gpu_euclidean_cluster.core.frame import FrameWindow
 from gpu_euclidean_cluster.core.neighbour_rule import squared_distance, threshold_sq
-from gpu_euclidean_cluster.cpu import diffnormals
+from gpu_euclidean_cluster.cpu.stages import diffnormals
 from gpu_euclidean_cluster.frame import DiffNormalsFilter, FramePipeline, GroundRemoval
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
 from gpu_euclidean_cluster.tools.simulation import LidarSimulator, get_sensor, street_scene
@@ -42,7 +42,7 @@ def twin_module(backend: str) -> ModuleType:
     """The ``backend`` twin's diffnormals module."""
     if backend == "cpu":
         return diffnormals
-    from gpu_euclidean_cluster.cuda import diffnormals as on_gpu
+    from gpu_euclidean_cluster.cuda.stages import diffnormals as on_gpu
 
     return on_gpu
 

@@ -290,7 +290,7 @@ class Repository:
                 or (top == "launch" and len(relative.parts) == 2)
                 or str(relative) == "setup.py"
             )
-            cuda = path.suffix in {".cu", ".cuh"} and path.parent == kernels
+            cuda = path.suffix in {".cu", ".cuh"} and kernels in path.parents
             shell = path.suffix == ".sh" and top == "benchmarks"
             if python or cuda or shell:
                 scanned.append(path)

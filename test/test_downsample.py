@@ -31,7 +31,7 @@ from gpu_euclidean_cluster.core.numbering import canonical_labels
 from gpu_euclidean_cluster.core.timing import StageClock
 from gpu_euclidean_cluster.core.units import INT32_MAX
 from gpu_euclidean_cluster.core.work import WorkTooLargeError
-from gpu_euclidean_cluster.cpu.autoware_voxel import downsample, linear_index
+from gpu_euclidean_cluster.cpu.labelling.autoware_voxel import downsample, linear_index
 from gpu_euclidean_cluster.pointcloud_io import load_points
 
 from .conftest import cuda_only

@@ -1,11 +1,12 @@
-"""A whole frame as one CUDA graph (``cuda/frame_graph.py``, ``cuda/kernels/pc2_sort.cu``).
+"""A whole frame as one CUDA graph (``cuda/graphs/frame_graphs.py``,
+``cuda/kernels/codecs/pc2_sort.cu``).
 
-CPU tests model the table's radix sort (``cuda/frame_steps.py``) and the graph's bounds the kernels'
-way in NumPy (tile counts, digit-major offsets, ranks by warp then lane; the chunked scan of the
-thread offsets) and hold them to NumPy's sort of the keys and to the host's prefix sums (the staged
-codec's bounds). GPU tests (marked ``gpu``, skipped without CUDA) hold the frame graph to the CPU
-pipeline byte for byte on every odd layout and setting, on clouds of different sizes replaying one
-graph, and check that a frame the graph cannot finish runs staged with the same output.
+CPU tests model the table's radix sort (``cuda/codecs/frame_steps.py``) and the graph's bounds the
+kernels' way in NumPy (tile counts, digit-major offsets, ranks by warp then lane; the chunked scan
+of the thread offsets) and hold them to NumPy's sort of the keys and to the host's prefix sums (the
+staged codec's bounds). GPU tests (marked ``gpu``, skipped without CUDA) hold the frame graph to the
+CPU pipeline byte for byte on every odd layout and setting, on clouds of different sizes replaying
+one graph, and check that a frame the graph cannot finish runs staged with the same output.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import pytest
 
 from gpu_euclidean_cluster.core.cluster_stats import SUM_LEAF
 from gpu_euclidean_cluster.core.config import ClusterConfig
-from gpu_euclidean_cluster.cuda.frame_plan import cluster_threads
-from gpu_euclidean_cluster.cuda.frame_steps import RADIX_BITS, SORT_TILE
+from gpu_euclidean_cluster.cuda.codecs.frame_plan import cluster_threads
+from gpu_euclidean_cluster.cuda.codecs.frame_steps import RADIX_BITS, SORT_TILE
 from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 
@@ -171,7 +172,7 @@ def test_bounds_and_offsets_equal_the_hosts_prefix_sums(case):
 
 
 def sort_capacity(device_id: int) -> int:
-    from gpu_euclidean_cluster.cuda.numbering import sort_capacity as capacity
+    from gpu_euclidean_cluster.cuda.labelling.numbering import sort_capacity as capacity
 
     return capacity(device_id)
 

@@ -1,5 +1,5 @@
-"""The frame layer's twin codecs (``cpu/frame.py``, ``cuda/frame.py``) against each other, byte
-for byte.
+"""The frame layer's twin codecs (``cpu/codecs/frame.py``, ``cuda/codecs/frame.py``) against each
+other, byte for byte.
 
 CPU-only tests check the layout planning against ``read_xyz``/``append_fields``, the NumPy models
 of the kernels' rules (mask, colour, payload words, the cluster table's summation tree and its
@@ -40,8 +40,8 @@ from gpu_euclidean_cluster.core.frame import (
     flatten_heights,
 )
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cpu.frame import CpuFrameCodec, clip_mask, cluster_mask
-from gpu_euclidean_cluster.cuda.frame_plan import (
+from gpu_euclidean_cluster.cpu.codecs.frame import CpuFrameCodec, clip_mask, cluster_mask
+from gpu_euclidean_cluster.cuda.codecs.frame_plan import (
     cluster_threads,
     compact_layout,
     layout_key,

@@ -15,8 +15,8 @@ from gpu_euclidean_cluster.core.diffnormals import DiffNormalsSettings
 from gpu_euclidean_cluster.core.ground import GroundSettings
 from gpu_euclidean_cluster.core.memory import StructureTooLargeError
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cpu.frame import CpuFrameCodec
-from gpu_euclidean_cluster.cuda.matrix_memory import MatrixMemoryError
+from gpu_euclidean_cluster.cpu.codecs.frame import CpuFrameCodec
+from gpu_euclidean_cluster.cuda.labelling.matrix_memory import MatrixMemoryError
 from gpu_euclidean_cluster.frame import DiffNormalsFilter, FramePipeline, GroundRemoval
 from gpu_euclidean_cluster.frame.packets import SweepCloud
 from gpu_euclidean_cluster.frame.pipeline import is_out_of_memory

@@ -5,8 +5,8 @@ Simulated HDL-64E street scenes know their ground (``object_id`` 0): with the de
 0.93..0.95 (object points within 0.2 m of the road: wheels, feet, kerbs, count as ground). On
 KITTI frame 000001 the plane is about 1.66-1.67 m below the sensor (Velodyne mounted 1.73 m above
 the road) with its normal within 2 degrees of +z; 65 % of the points are ground. Both twins
-(``backend`` fixture) meet these; the CUDA twin (``cuda/ground.py``) also equals the NumPy twin
-exactly (the same ground mask, the same plane bit for bit, the same best hypothesis and inlier
+(``backend`` fixture) meet these; the CUDA twin (``cuda/stages/ground.py``) also equals the NumPy
+twin exactly (the same ground mask, the same plane bit for bit, the same best hypothesis and inlier
 count) on real frames and simulated scenes for several seeds, thresholds and slopes, and the stage
 through the CUDA pipeline equals it through the CPU pipeline. Real frames come from
 ``$LIDAR_DATA_DIR`` (default ``../shared/data`` beside the repository) and skip when absent.
@@ -31,7 +31,7 @@ from gpu_euclidean_cluster.core.ground import (
     ground_problems,
     sample_indices,
 )
-from gpu_euclidean_cluster.cpu.ground import fit_ground, plane_hypotheses
+from gpu_euclidean_cluster.cpu.stages.ground import fit_ground, plane_hypotheses
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
 from gpu_euclidean_cluster.tools.simulation import LidarSimulator, get_sensor, street_scene
@@ -70,7 +70,7 @@ def fit_on(backend: str, xyz: np.ndarray, mask: np.ndarray | None, settings: Gro
         return fit_ground(xyz, mask, settings)
     import cupy
 
-    from gpu_euclidean_cluster.cuda.ground import fit_ground as fit_gpu
+    from gpu_euclidean_cluster.cuda.stages.ground import fit_ground as fit_gpu
 
     device_mask = None if mask is None else cupy.asarray(mask)
     fit = fit_gpu(cupy.asarray(xyz), device_mask, settings)

@@ -25,7 +25,7 @@ from gpu_euclidean_cluster.core.kdtree import (
     tree_depth,
 )
 from gpu_euclidean_cluster.core.neighbour_rule import squared_distance, threshold_sq
-from gpu_euclidean_cluster.cpu.kdtree import (
+from gpu_euclidean_cluster.cpu.search.kdtree import (
     build_kdtree,
     kdtree_pair_chunks,
     nearest_neighbours,
@@ -226,7 +226,7 @@ def test_real_frame_cluster_count_equals_pcl(frame, d_th, load_frame, pcl_refere
 def gpu_tree(points: np.ndarray, d_th: float):
     import cupy
 
-    from gpu_euclidean_cluster.cuda.kdtree import build_kdtree as build_gpu
+    from gpu_euclidean_cluster.cuda.search.kdtree import build_kdtree as build_gpu
 
     return build_gpu(0, cupy.asarray(points), d_th)
 
@@ -235,7 +235,7 @@ def gpu_pairs(points: np.ndarray, d_th: float, search: str = "kdtree", rings=Non
     """The GPU edge set of ``search`` as a set of pairs (built through NeighbourSearch)."""
     import cupy
 
-    from gpu_euclidean_cluster.cuda.graph import NeighbourSearch, build_edge_set
+    from gpu_euclidean_cluster.cuda.labelling.graph import NeighbourSearch, build_edge_set
 
     device_rings = None if rings is None else cupy.asarray(rings)
     search_ = NeighbourSearch(0, cupy.asarray(points), d_th, search, device_rings)

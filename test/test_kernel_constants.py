@@ -150,7 +150,7 @@ def _passed_names() -> set[str]:
 
 
 def _kernel_files() -> list[Path]:
-    return sorted(p for p in KERNEL_DIR.iterdir() if p.suffix in {".cu", ".cuh"})
+    return sorted(p for p in KERNEL_DIR.rglob("*") if p.suffix in {".cu", ".cuh"})
 
 
 def test_the_constants_passed_today_are_found():
@@ -268,7 +268,7 @@ def test_kernel_source_options_and_identity():
     assert "numbering_stats" in code and "uf_link_cells" not in code
     for bad in (
         dict(files=("graph.cu", "common.cuh")),  # common.cuh not first
-        dict(files=("kernels/graph.cu",)),
+        dict(files=("../kernels/labelling/graph.cu",)),
         dict(files=()),
         dict(files=("common.cuh",), constants={"ES_TILE": 128}),  # module.py's constant
         dict(files=("graph.cu",), constants={"BAD NAME": 1}),

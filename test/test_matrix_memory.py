@@ -8,7 +8,7 @@ import pytest
 from gpu_euclidean_cluster import ClusterConfig, EuclideanClusterer
 from gpu_euclidean_cluster.core.config import SEARCHES
 from gpu_euclidean_cluster.core.units import format_bytes
-from gpu_euclidean_cluster.cuda.matrix_memory import (
+from gpu_euclidean_cluster.cuda.labelling.matrix_memory import (
     MatrixMemoryError,
     check_matrix_memory,
     matrix_bytes,

@@ -27,7 +27,7 @@ from gpu_euclidean_cluster.core.config import METHODS
 from gpu_euclidean_cluster.core.memory import StructureTooLargeError, host_memory_budget
 from gpu_euclidean_cluster.core.timing import StageClock
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cpu.graph import EDGE_BYTES, graph_bytes, neighbour_edges
+from gpu_euclidean_cluster.cpu.labelling.graph import EDGE_BYTES, graph_bytes, neighbour_edges
 
 DENSE = np.zeros((3000, 3), dtype=np.float32)  # 4.5 M neighbour pairs
 DENSE_PAIRS = 3000 * 2999 // 2

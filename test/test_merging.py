@@ -1,8 +1,8 @@
-"""Centroid merging (``core/merging.py``, the CPU twin, and ``cuda/merging.py``): the centroids
-are the package's fixed-order float64 sums, so a link at exactly the threshold is decided the same
-way on both backends, subnormal coordinates included. The reference here sums in plain Python,
-leaf by leaf and pairwise, independently of ``core/cluster_stats.py``'s NumPy code. The CUDA twin
-also gives the CPU twin's partition on the components of the real frames at several tolerances
+"""Centroid merging (``core/merging.py``, the CPU twin, and ``cuda/stages/merging.py``): the
+centroids are the package's fixed-order float64 sums, so a link at exactly the threshold is decided
+the same way on both backends, subnormal coordinates included. The reference here sums in plain
+Python, leaf by leaf and pairwise, independently of ``core/cluster_stats.py``'s NumPy code. The CUDA
+twin also gives the CPU twin's partition on the components of the real frames at several tolerances
 and merge distances, and at the edges (no threshold, no points, large ids). The clustering through
 both backends with merging is compared in ``test_range_bands.py``. Real frames come from
 ``$LIDAR_DATA_DIR`` and skip when absent.
@@ -18,7 +18,7 @@ import pytest
 from gpu_euclidean_cluster.core.cluster_stats import SUM_LEAF
 from gpu_euclidean_cluster.core.merging import merge_components
 from gpu_euclidean_cluster.core.numbering import canonical_labels
-from gpu_euclidean_cluster.cpu.union_find import union_find_components
+from gpu_euclidean_cluster.cpu.labelling.union_find import union_find_components
 
 from .conftest import cuda_only, on_twin, twin_backend
 

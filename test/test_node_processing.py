@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
-from gpu_euclidean_cluster.cpu.frame import clip_mask
+from gpu_euclidean_cluster.cpu.codecs.frame import clip_mask
 from gpu_euclidean_cluster.frame import FrameWindow
 from gpu_euclidean_cluster.frame.packets import SweepCloud
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz

@@ -1,8 +1,8 @@
 """Canonical numbering, the size filter and what ClusterResult reports.
 
 The numbering tests run on both twins (``backend`` fixture: ``core/numbering.py`` and the GPU
-filter stage, ``cuda/numbering.py``); the GPU stage also equals the CPU rule label for label on
-constructed, random and real-frame components (skipped without a CUDA device).
+filter stage, ``cuda/labelling/numbering.py``); the GPU stage also equals the CPU rule label for
+label on constructed, random and real-frame components (skipped without a CUDA device).
 ``python -m benchmarks.numbering`` times the GPU stage.
 """
 
@@ -33,7 +33,7 @@ def number_on(backend: str, ids: np.ndarray, min_size: int, max_size: int):
         return canonical_labels(ids, min_size, max_size)
     import cupy
 
-    from gpu_euclidean_cluster.cuda.numbering import canonical_labels_gpu
+    from gpu_euclidean_cluster.cuda.labelling.numbering import canonical_labels_gpu
 
     with cupy.cuda.Device(0):
         labels, sizes, count = canonical_labels_gpu(0, cupy.asarray(ids), min_size, max_size)
@@ -250,7 +250,7 @@ def test_int64_ids_and_repeated_calls_cuda_equal_cpu():
 def test_real_frame_components_cuda_equal_cpu(load_frame):
     import cupy
 
-    from gpu_euclidean_cluster.cuda.union_find import label_union_find
+    from gpu_euclidean_cluster.cuda.labelling.union_find import label_union_find
 
     points = cupy.asarray(load_frame("kitti_000001.bin"))
     for d_th in (0.3, 0.5, 1.0):

@@ -1,12 +1,12 @@
 """Oriented bounding boxes (``core/oriented_boxes.py``): the minimum-area rectangle of each
 cluster's x-y points, against a brute force over every pair of points' direction; known rotated
 boxes; degenerate clusters; the canonical yaw; determinism; the frame layer's columns and the
-errors on both twins (``backend`` fixture); timing. The CUDA twin (``cuda/oriented_boxes.py``)
-equals the CPU twin bit for bit: on the clusters of the real frames at several tolerances, from
-float32 and float64 coordinates, on constructed clusters (degenerate ones, large ones, many edges
-of equal area, subnormal coordinates) and through the frame pipeline with Autoware.ai's stages
-(skipped without a CUDA device). Real frames come from ``$LIDAR_DATA_DIR`` (default
-``../shared/data``) and skip when absent.
+errors on both twins (``backend`` fixture); timing. The CUDA twin
+(``cuda/stages/oriented_boxes.py``) equals the CPU twin bit for bit: on the clusters of the real
+frames at several tolerances, from float32 and float64 coordinates, on constructed clusters
+(degenerate ones, large ones, many edges of equal area, subnormal coordinates) and through the frame
+pipeline with Autoware.ai's stages (skipped without a CUDA device). Real frames come from
+``$LIDAR_DATA_DIR`` (default ``../shared/data``) and skip when absent.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from gpu_euclidean_cluster.core.oriented_boxes import (
     oriented_boxes,
     yaw_quaternion,
 )
-from gpu_euclidean_cluster.cpu.union_find import union_find_components
+from gpu_euclidean_cluster.cpu.labelling.union_find import union_find_components
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_structured, from_xyz, read_fields
 

@@ -28,7 +28,7 @@ from gpu_euclidean_cluster.core.scan_search import (
     VIRTUAL_RINGS,
     check_rings,
 )
-from gpu_euclidean_cluster.cpu.scan_search import bin_points, scan_pair_chunks
+from gpu_euclidean_cluster.cpu.search.scan_search import bin_points, scan_pair_chunks
 from gpu_euclidean_cluster.frame.pipeline import FramePipeline
 from gpu_euclidean_cluster.pointcloud_io.bags import ring_from_elevation
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (

@@ -24,8 +24,8 @@ import gpu_euclidean_cluster
 from gpu_euclidean_cluster.core.clique_cells import FORWARD_OFFSETS, clique_cell_side
 from gpu_euclidean_cluster.core.neighbour_rule import threshold_sq
 from gpu_euclidean_cluster.core.numbering import canonical_labels
-from gpu_euclidean_cluster.cpu import union_find
-from gpu_euclidean_cluster.cpu.union_find import (
+from gpu_euclidean_cluster.cpu.labelling import union_find
+from gpu_euclidean_cluster.cpu.labelling.union_find import (
     build_clique_grid,
     build_gapped_grid,
     clique_geometry,
@@ -399,7 +399,7 @@ def test_offsets_cover_each_cell_pair_once_and_match_cuda_table() -> None:
     stencil = {(x, y, z) for x in range(-2, 3) for y in range(-2, 3) for z in range(-2, 3)}
     assert len(FORWARD_OFFSETS) == 62 and not offsets & mirrored
     assert offsets | mirrored == stencil - {(0, 0, 0)}
-    table = (KERNELS / "union_find.cu").read_text()
+    table = (KERNELS / "labelling" / "union_find.cu").read_text()
     body = table[table.index("uf_offsets[UF_NUM_OFFSETS][3] = {") :].split("};")[0]
     triples = [tuple(map(int, t)) for t in re.findall(r"\{(-?\d), (-?\d), (-?\d)\}", body)]
     assert triples == [tuple(o) for o in FORWARD_OFFSETS.tolist()]
@@ -472,8 +472,8 @@ def test_cpu_real_frames_match_pcl(frame: str) -> None:
 @pytest.fixture(scope="module")
 def device_id() -> int:
     """CUDA device 0, the union_find kernels compiled for it once for this module's tests."""
+    from gpu_euclidean_cluster.cuda.labelling.union_find import UNION_FIND
     from gpu_euclidean_cluster.cuda.module import compile_source
-    from gpu_euclidean_cluster.cuda.union_find import UNION_FIND
 
     compile_source(UNION_FIND, 0)
     return 0
@@ -482,7 +482,7 @@ def device_id() -> int:
 def gpu_components(device_id: int, points: np.ndarray, d_th: float, search: str):
     import cupy
 
-    from gpu_euclidean_cluster.cuda.union_find import label_union_find
+    from gpu_euclidean_cluster.cuda.labelling.union_find import label_union_find
 
     with cupy.cuda.Device(device_id):
         result = label_union_find(device_id, cupy.asarray(points), d_th, search)

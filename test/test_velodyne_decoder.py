@@ -7,7 +7,7 @@ hence ``VelodyneScanMessage.packet_whole_seconds``. nebula compares the sweep co
 reading the message whose record time names the PCD, point by point in order; so do we, and
 every field nebula wrote must match bit for bit (the VLP-32C and VLS-128 PCDs hold x y z only,
 the VLP-16 PCD the whole ``PointXYZIRCAEDT``). These tests run on both twins (``backend``
-fixture): ``decode_packets`` and the CUDA decoder (``cuda/velodyne.py``) in its place.
+fixture): ``decode_packets`` and the CUDA decoder (``cuda/codecs/velodyne.py``) in its place.
 
 The CUDA decoder also equals the CPU twin ``decode_packets`` byte for byte: same points, same
 order, same bits of every field, same packet index. Without CuPy (CI) three things run against
@@ -16,7 +16,7 @@ packets (every filter and branch, dual pairs, a calibration with the two-point c
 with subnormal ``sin_vert`` values):
 
 - the host side (tables, kernel parameter order, staging, the point rows);
-- :func:`kernel_model`, a NumPy transcription of ``cuda/kernels/velodyne.cu`` (float32
+- :func:`kernel_model`, a NumPy transcription of ``cuda/kernels/codecs/velodyne.cu`` (float32
   operations as double operations rounded to float32, the uploaded tables, flag-then-rank);
 - the kernel source itself, built as host C++ with g++ (:func:`host_kernels`; skipped without
   g++), its blocks and threads looped over.
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu_euclidean_cluster.cuda.velodyne import (
+from gpu_euclidean_cluster.cuda.codecs.velodyne import (
     F64_TABLES,
     FAMILY_CODES,
     I32_TABLES,
@@ -112,7 +112,7 @@ needs_nebula = pytest.mark.skipif(
 
 
 def _decoder(calibration, settings):
-    from gpu_euclidean_cluster.cuda.velodyne import CudaPacketDecoder
+    from gpu_euclidean_cluster.cuda.codecs.velodyne import CudaPacketDecoder
 
     return CudaPacketDecoder(calibration, settings, device_id=0)
 
@@ -327,7 +327,9 @@ def test_sensor_model_names_follow_one_rule_any_case_in_the_tables_spelling():
 # ---------------------------------------------------------------------------------------------
 # The CUDA decoder against the CPU twin
 
-KERNEL_FILE = Path(__file__).resolve().parents[1] / "gpu_euclidean_cluster/cuda/kernels/velodyne.cu"
+KERNEL_FILE = (
+    Path(__file__).resolve().parents[1] / "gpu_euclidean_cluster/cuda/kernels/codecs/velodyne.cu"
+)
 HDL_CASES = [("HDL32", "HDL32.yaml"), ("HDL64", "HDL64e_s2.yaml"), ("HDL64", "HDL64e_s3.yaml")]
 #: Random-packet cases: label -> (model, calibration file, variant). ``two_pt`` turns on the
 #: two-point correction (no shipped calibration does); ``subnormal`` gives lasers 0-3 float32
@@ -930,13 +932,13 @@ extern "C" void velo_host_run(int write, VELO_PARAMS) {
 
 @pytest.fixture(scope="module")
 def host_kernels(tmp_path_factory: pytest.TempPathFactory):
-    """``cuda/kernels/velodyne.cu`` built for the host with g++ (x86-64 SSE doubles, no
+    """``cuda/kernels/codecs/velodyne.cu`` built for the host with g++ (x86-64 SSE doubles, no
     contraction), as a ctypes function ``velo_host_run(write, VELO_PARAMS)``."""
     import shutil
     import subprocess
 
+    from gpu_euclidean_cluster.cuda.codecs.velodyne import VELODYNE_CONSTANTS, VELODYNE_FILES
     from gpu_euclidean_cluster.cuda.module import KernelSource
-    from gpu_euclidean_cluster.cuda.velodyne import VELODYNE_CONSTANTS, VELODYNE_FILES
 
     compiler = shutil.which("g++")
     if compiler is None:

@@ -17,8 +17,8 @@ from gpu_euclidean_cluster.clusterer import EuclideanClusterer, estimate_work
 from gpu_euclidean_cluster.commands import cli
 from gpu_euclidean_cluster.core.work import WorkTooLargeError, examined_pairs, needs_estimate
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
-from gpu_euclidean_cluster.cpu.graph import _candidate_count
-from gpu_euclidean_cluster.cpu.voxel_grid import build_voxel_grid
+from gpu_euclidean_cluster.cpu.labelling.graph import _candidate_count
+from gpu_euclidean_cluster.cpu.labelling.voxel_grid import build_voxel_grid
 from gpu_euclidean_cluster.frame import FramePipeline, FrameWindow
 from gpu_euclidean_cluster.pointcloud_io import Cloud, write_pcd
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields

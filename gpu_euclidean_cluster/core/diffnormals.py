@@ -9,8 +9,8 @@ Its code built that filtered cloud and then passed the unfiltered one on, so the
 changed nothing; here the filter applies. The normals follow Section 5.1 of the companion paper
 (``../shared/paper/gpgpu_robotic_applications.md``: regular-grid neighbour search, a covariance
 matrix per query point, its smallest principal axis, oriented towards the viewpoint), one thread
-per point on the GPU (``cuda/diffnormals.py``), vectorised in NumPy (``cpu/diffnormals.py``).
-Both follow these rules and return the same mask, bit for bit:
+per point on the GPU (``cuda/stages/diffnormals.py``), vectorised in NumPy
+(``cpu/stages/diffnormals.py``). Both follow these rules and return the same mask, bit for bit:
 
 1. **Candidates**: the points where the frame's mask is True (after the windows and the ground
    stage), with their float32 coordinates as decoded (true heights).

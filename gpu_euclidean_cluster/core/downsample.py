@@ -16,8 +16,8 @@ voxel centroids. Here (``ClusterConfig.downsample_leaf_size``):
    itself), i.e. the cloud is clustered as if not downsampled.
 3. **Centroids**: per voxel the float64 sums of its points' x, y and z, added sequentially in the
    twins' fixed order (the points sorted by linear index, then by a 32-bit hash of the point
-   index; ``cpu/autoware_voxel.py``), divided by the count in float64, rounded to float32. PCL
-   sums in float32 in an order its sort leaves undefined: the two can differ in the last bits.
+   index; ``cpu/labelling/autoware_voxel.py``), divided by the count in float64, rounded to float32.
+   PCL sums in float32 in an order its sort leaves undefined: the two can differ in the last bits.
 4. **Clusters of centroids**: the (V, 3) float32 centroids are clustered exactly, in 3-D, with
    ``d_th`` (or the range bands of ``clustering_ranges``, a centroid's band by its own range)
    by the backend's own ``label``, then merged by ``cluster_merge_threshold`` on the centroids

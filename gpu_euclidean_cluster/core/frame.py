@@ -2,10 +2,10 @@
 frames, and the codec's contract (:class:`FrameCodec`).
 
 The frame layer (``gpu_euclidean_cluster/frame/``) runs one PointCloud2 frame through a backend's
-frame codec (``cpu/frame.py`` or ``cuda/frame.py``, twins that satisfy :class:`FrameCodec`):
-``decode`` onto the backend's device, then stages, clustering and ``encode``; or, with no stages,
-the whole frame at once where the codec can (``process_whole``). These are the types both twins
-take and return; the CPU twin's ``cluster_mask`` defines the window's semantics.
+frame codec (``cpu/codecs/frame.py`` or ``cuda/codecs/frame.py``, twins that satisfy
+:class:`FrameCodec`): ``decode`` onto the backend's device, then stages, clustering and ``encode``;
+or, with no stages, the whole frame at once where the codec can (``process_whole``). These are the
+types both twins take and return; the CPU twin's ``cluster_mask`` defines the window's semantics.
 """
 
 from __future__ import annotations
@@ -178,8 +178,8 @@ WholeFrame = tuple[EncodedFrame, "ClusterResult"]
 
 
 class FrameCodec(Protocol):
-    """A backend's PointCloud2 frame codec (``Backend.frame_codec``): ``cpu/frame.py``'s and
-    ``cuda/frame.py``'s twins, equal byte for byte. A codec keeps the last decoded frame (and
+    """A backend's PointCloud2 frame codec (``Backend.frame_codec``): ``cpu/codecs/frame.py``'s and
+    ``cuda/codecs/frame.py``'s twins, equal byte for byte. A codec keeps the last decoded frame (and
     its buffers) for the next ``encode``; one codec serves one thread.
 
     Attributes:

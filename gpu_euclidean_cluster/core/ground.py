@@ -2,8 +2,9 @@
 
 Autoware.ai's ``lidar_euclidean_cluster_detect`` (``remove_ground: true``) removed the ground
 plane with PCL's RANSAC plane segmentation before clustering. This is that step, made exactly
-reproducible: ``cpu/ground.py`` (NumPy) and ``cuda/ground.py`` (``cuda/kernels/ground.cu``)
-follow the rules below and return the same mask and the same plane, bit for bit.
+reproducible: ``cpu/stages/ground.py`` (NumPy) and ``cuda/stages/ground.py``
+(``cuda/kernels/stages/ground.cu``) follow the rules below and return the same mask and the same
+plane, bit for bit.
 
 Rules:
 
@@ -46,7 +47,7 @@ import numpy as np
 from .config import ConfigError
 
 #: SplitMix64's constants (Steele, Lea & Flood, OOPSLA'14): the golden-ratio increment and the
-#: two multipliers of its finaliser. Passed to ``cuda/kernels/ground.cu`` with ``-D``.
+#: two multipliers of its finaliser. Passed to ``cuda/kernels/stages/ground.cu`` with ``-D``.
 MIX_INCREMENT = 0x9E3779B97F4A7C15
 MIX_MULTIPLIER_1 = 0xBF58476D1CE4E5B9
 MIX_MULTIPLIER_2 = 0x94D049BB133111EB

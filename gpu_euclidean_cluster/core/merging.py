@@ -32,9 +32,9 @@ Where it differs from Autoware.ai:
   filter (``ClusterConfig.min_cluster_size``/``max_cluster_size``) applies to the merged clusters.
 
 The CPU backend runs this module (``CpuBackend.merge_components``), the CUDA backend its twin on
-the device (``cuda/merging.py``, ``CudaBackend.merge_components``: the same sums in the same order,
-the same float64 link test). Both get the same points and components that are equal up to their
-ids; every step depends only on the partition and the points, never on the ids' values, so the
+the device (``cuda/stages/merging.py``, ``CudaBackend.merge_components``: the same sums in the same
+order, the same float64 link test). Both get the same points and components that are equal up to
+their ids; every step depends only on the partition and the points, never on the ids' values, so the
 merged partition is identical on both.
 """
 

@@ -12,10 +12,10 @@ with one of its edges, Freeman & Shapira 1975), with a canonical yaw:
   edge's direction and normal), and per cluster the one of least area.
 
 This module is the rule and the CPU backend's implementation (NumPy; ``CpuBackend.
-oriented_boxes``). The CUDA backend's twin (``cuda/oriented_boxes.py``) runs the same quickhull
-and the same rectangles on the GPU and hands each cluster's least-area edges to :func:`box_rows`
-(here, on the host: the yaw's ``arctan2`` and the choice among equal areas), so both backends
-give identical boxes, bit for bit.
+oriented_boxes``). The CUDA backend's twin (``cuda/stages/oriented_boxes.py``) runs the same
+quickhull and the same rectangles on the GPU and hands each cluster's least-area edges to
+:func:`box_rows` (here, on the host: the yaw's ``arctan2`` and the choice among equal areas), so
+both backends give identical boxes, bit for bit.
 
 Definition of a box (:data:`BOX_DTYPE`, one row per cluster ``0..K-1``, float64 computed from
 the coordinates as given, float32 as clustered, taken exactly as float64):
@@ -306,7 +306,8 @@ def _hulls(
 def edge_directions(dx: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit directions ``(ux, uy)`` of edges ``(dx, dy)`` (not both zero): scaled by the power of
     two ``2**-e`` (``e``: ``frexp``'s exponent of ``max(|dx|, |dy|)``; exact), divided by the
-    square root of the scaled sum of squares. ``cuda/kernels/oriented_boxes.cu`` repeats it."""
+    square root of the scaled sum of squares. ``cuda/kernels/stages/oriented_boxes.cu`` repeats
+    it."""
     _, exponent = np.frexp(np.maximum(np.abs(dx), np.abs(dy)))
     sx, sy = np.ldexp(dx, -exponent), np.ldexp(dy, -exponent)
     norm = np.sqrt(sx * sx + sy * sy)

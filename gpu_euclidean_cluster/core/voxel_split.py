@@ -1,6 +1,7 @@
 """The ``voxel_grid`` algorithm's shared rules: its constants and the principal-axis bisection of
-oversized voxel clusters, :func:`split_oversized` (the CPU twin; ``cuda/autoware_voxel.py`` runs
-the same rounds on the GPU, ``cuda/kernels/autoware_voxel.cu``'s ``aw_split_round``, to the bit).
+oversized voxel clusters, :func:`split_oversized` (the CPU twin;
+``cuda/labelling/autoware_voxel.py`` runs the same rounds on the GPU,
+``cuda/kernels/labelling/autoware_voxel.cu``'s ``aw_split_round``, to the bit).
 
 Autoware's ``splitOversizedClusters`` bounds every cluster of voxel centroids to at most
 ``max(1, max_voxels_per_cluster)`` voxels without dropping any: a group over the bound is cut in

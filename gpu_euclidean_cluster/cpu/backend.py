@@ -30,12 +30,12 @@ from ..core.oriented_boxes import oriented_boxes
 from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
 from ..pointcloud_io.velodyne.packets import decode_packets
-from .autoware_voxel import downsample, voxel_grid_components
-from .frame import CpuFrameCodec
-from .graph import adjacency_list, neighbour_edges
-from .kdtree import PairChunk, collect_edges, fold_components, kdtree_pair_chunks
-from .scan_search import scan_pair_chunks
-from .union_find import union_find_components
+from .codecs.frame import CpuFrameCodec
+from .labelling.autoware_voxel import downsample, voxel_grid_components
+from .labelling.graph import adjacency_list, neighbour_edges
+from .labelling.union_find import union_find_components
+from .search.kdtree import PairChunk, collect_edges, fold_components, kdtree_pair_chunks
+from .search.scan_search import scan_pair_chunks
 
 #: Point pairs examined per second by the neighbour searches here (2-core x86 host, kitti_000001
 #: at 0.5 m, rounded down): exhaustive search by method, and the voxel grid's candidate pairs of

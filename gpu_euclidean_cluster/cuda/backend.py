@@ -3,10 +3,10 @@ exhaustive or range search (Section 4.4) or the companion papers' kd-tree and sc
 (``kdtree.py``, ``scan_search.py``: ``union_find`` then unites the pairs their queries find).
 
 Kernels come from :func:`.module.get_kernel`; the drivers take the device id and fetch their own.
-A whole ``union_find`` call runs as one CUDA graph per size bucket (``graphs.py``,
-:meth:`CudaBackend.cluster_whole`), and a whole frame of the frame layer with it where it can
-(``frame_graph.py``, through the codecs of :meth:`CudaBackend.frame_codec`); every other
-configuration runs stage by stage.
+A whole ``union_find`` call runs as one CUDA graph per size bucket
+(``cuda/graphs/cluster_graphs.py``, :meth:`CudaBackend.cluster_whole`), and a whole frame of the
+frame layer with it where it can (``cuda/graphs/frame_graphs.py``, through the codecs of
+:meth:`CudaBackend.frame_codec`); every other configuration runs stage by stage.
 """
 
 from __future__ import annotations
@@ -22,26 +22,26 @@ from ..core.config import PAIR_SEARCHES, UNLIMITED_CLUSTER_SIZE, ClusterConfig, 
 from ..core.device import DeviceInfo, MemoryPeak
 from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
-from .autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
-from .ccl import label_edges, label_vertices
-from .frame import CudaFrameCodec
-from .frame_graph import FrameGraphs
-from .graph import (
+from .codecs.frame import CudaFrameCodec
+from .codecs.velodyne import CudaPacketDecoder
+from .graphs.cluster_graphs import ClusterGraphs, graph_applies
+from .graphs.frame_graphs import FrameGraphs
+from .labelling.autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
+from .labelling.ccl import label_edges, label_vertices
+from .labelling.graph import (
     NeighbourSearch,
     build_adjacency_list,
     build_edge_set,
     free_device_memory,
     pair_search_structure,
 )
-from .graphs import ClusterGraphs, graph_applies
-from .kdtree import STRUCTURES
-from .matrix import label_matrix, matrix_source
-from .merging import merge_components_gpu
+from .labelling.matrix import label_matrix, matrix_source
+from .labelling.numbering import canonical_labels_gpu
+from .labelling.union_find import UNION_FIND, label_union_find
 from .module import CLUSTERING, KernelSource, compile_source
-from .numbering import canonical_labels_gpu
-from .oriented_boxes import oriented_boxes_gpu
-from .union_find import UNION_FIND, label_union_find
-from .velodyne import CudaPacketDecoder
+from .search.kdtree import STRUCTURES
+from .stages.merging import merge_components_gpu
+from .stages.oriented_boxes import oriented_boxes_gpu
 
 #: Point pairs examined per second by the neighbour searches here (H100, kitti_000001 at 0.5 m,
 #: labelling included, rounded down): exhaustive search, and the voxel grid's candidate pairs of
@@ -58,7 +58,8 @@ class CudaBackend:
     method on one CUDA device.
 
     Attributes:
-        graphs: the captured graphs of whole ``union_find`` calls (``graphs.py``); its
+        graphs: the captured graphs of whole ``union_find`` calls
+        (``cuda/graphs/cluster_graphs.py``); its
             ``last_call`` says what the last graph call launched and synchronised.
     """
 
@@ -122,7 +123,7 @@ class CudaBackend:
         return EXHAUSTIVE_PAIRS_PER_S if search == "exhaustive" else RANGE_PAIRS_PER_S
 
     def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
-        """The CUDA twin (``cuda/velodyne.py``): one thread per firing and laser."""
+        """The CUDA twin (``cuda/codecs/velodyne.py``): one thread per firing and laser."""
         return CudaPacketDecoder(calibration, settings, self.device_id).decode_with
 
     def frame_codec(self) -> CudaFrameCodec:
@@ -138,8 +139,8 @@ class CudaBackend:
 
     def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
         """The whole ``union_find`` call as one CUDA graph launch and one synchronisation
-        (``graphs.py``); None for other configurations, an empty cloud, or where capture failed
-        on this device (logged once): the clusterer then runs the stages."""
+        (``cuda/graphs/cluster_graphs.py``); None for other configurations, an empty cloud, or where
+        capture failed on this device (logged once): the clusterer then runs the stages."""
         if not graph_applies(config) or int(points.shape[0]) == 0:
             return None
         with self._device:

@@ -71,8 +71,9 @@ class KernelSource:
 
     Attributes:
         name: the unit's name (for messages), e.g. ``"clustering"`` or ``"matrix_b256"``.
-        files: file names under ``kernels/``; ``common.cuh`` first where it is used.
-        constants: ``NAME -> int or float``, each passed to NVRTC as ``-DNAME=value``. Given as a
+        files: paths under ``kernels/`` (a wing's folder and a file name, or a shared header);
+        ``common.cuh`` first where it is used. constants: ``NAME -> int or float``, each passed to
+        NVRTC as ``-DNAME=value``. Given as a
             mapping (or pairs); stored as pairs sorted by name, so sources are hashable and equal
             when they build the same thing. ``common.cuh``'s constants (:data:`COMMON_CONSTANTS`)
             are added by :meth:`defines` and must not be given here.
@@ -89,11 +90,12 @@ class KernelSource:
         for file in files:
             if (
                 not isinstance(file, str)
-                or Path(file).name != file
+                or Path(file).is_absolute()
+                or ".." in Path(file).parts
                 or not file.endswith((".cu", ".cuh"))
             ):
                 raise ValueError(
-                    f"kernel source {self.name!r}: {file!r} is not a .cu/.cuh file name"
+                    f"kernel source {self.name!r}: {file!r} is not a .cu/.cuh path under kernels/"
                 )
         if len(set(files)) != len(files):
             raise ValueError(f"kernel source {self.name!r} lists a file twice: {files}")
@@ -147,7 +149,14 @@ class KernelSource:
 
 #: Voxel grid, graph building, label propagation and canonical numbering.
 CLUSTERING = KernelSource(
-    "clustering", (COMMON_HEADER, "voxel_grid.cu", "graph.cu", "ccl.cu", "numbering.cu")
+    "clustering",
+    (
+        COMMON_HEADER,
+        "labelling/voxel_grid.cu",
+        "labelling/graph.cu",
+        "labelling/ccl.cu",
+        "labelling/numbering.cu",
+    ),
 )
 
 _modules: dict[tuple[KernelSource, int], cupy.RawModule] = {}

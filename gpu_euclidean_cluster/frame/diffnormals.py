@@ -5,9 +5,9 @@
 
 Autoware.ai's ``lidar_euclidean_cluster_detect`` with ``use_diffnormals: true``, after the ground
 removal as there: each candidate's normal at two radii, and the points where they differ by more
-than the threshold are kept (``core/diffnormals.py``'s rules; ``cpu/diffnormals.py`` for NumPy
-arrays, ``cuda/diffnormals.py`` for CuPy ones: identical masks). The others are cleared from the
-frame's mask: not clustered, label -1.
+than the threshold are kept (``core/diffnormals.py``'s rules; ``cpu/stages/diffnormals.py`` for
+NumPy arrays, ``cuda/stages/diffnormals.py`` for CuPy ones: identical masks). The others are cleared
+from the frame's mask: not clustered, label -1.
 """
 
 from __future__ import annotations
@@ -32,6 +32,6 @@ class DiffNormalsFilter:
 
     def apply(self, frame: DecodedFrame) -> DecodedFrame:
         """The frame with the points the filter does not keep cleared from the mask."""
-        on_device = twin(frame.points, "diffnormals", "difference_of_normals")
+        on_device = twin(frame.points, "stages.diffnormals", "difference_of_normals")
         kept = on_device(frame.points, frame.mask, self.settings)
         return DecodedFrame(points=frame.points, mask=kept)

@@ -6,9 +6,9 @@
 
 Autoware.ai's ``lidar_euclidean_cluster_detect`` with ``remove_ground: true``: the plane is fitted
 on the points the frame would cluster (its mask), by ``core/ground.py``'s rules, on the device the
-frame is on (``cpu/ground.py`` for NumPy arrays, ``cuda/ground.py`` for CuPy ones: identical
-results). The ground points are cleared from the mask, so they are not clustered and get label -1
-in the labelled cloud like every other unclustered point; :class:`~.pipeline.FramePipeline`
+frame is on (``cpu/stages/ground.py`` for NumPy arrays, ``cuda/stages/ground.py`` for CuPy ones:
+identical results). The ground points are cleared from the mask, so they are not clustered and get
+label -1 in the labelled cloud like every other unclustered point; :class:`~.pipeline.FramePipeline`
 collects :attr:`GroundRemoval.last_ground` into :attr:`~.pipeline.FrameOutput.ground` (what a
 front end publishes as the ground points) and ``ground_plane``, which tell them apart.
 """
@@ -43,7 +43,9 @@ class GroundRemoval:
     def apply(self, frame: DecodedFrame) -> DecodedFrame:
         """The frame with its ground points cleared from the mask."""
         self.last_ground = None
-        fit = twin(frame.points, "ground", "fit_ground")(frame.points, frame.mask, self.settings)
+        fit = twin(frame.points, "stages.ground", "fit_ground")(
+            frame.points, frame.mask, self.settings
+        )
         mask = ~fit.mask if frame.mask is None else frame.mask & ~fit.mask
         host = fit.mask if isinstance(fit.mask, np.ndarray) else fit.mask.get()
         self.last_ground = replace(fit, mask=host)

@@ -7,17 +7,18 @@
     >>> pipeline.process(cloud, config, window, oriented_boxes=True).boxes  # yaw, length, width
     >>> pipeline.process(cloud, config, window, labeled_layout="compact").labeled  # x y z id
 
-The backend's frame codec (``Backend.frame_codec``, a ``core.frame.FrameCodec``: ``cpu/frame.py`` or
-``cuda/frame.py``, twins with identical output) decodes the PointCloud2 payload onto the backend's
-device; the stages run there in order; the clusterer labels the points; the codec encodes the
-labelled cloud and the cluster table. On the CUDA backend the frame stays on the GPU from one host
--> device copy of the raw payload to one copy back; the records grouped by cluster, asked for by a
-caller that publishes each cluster's points, come back with it. A frame with no stages or boxes is
-first offered to the codec whole (``process_whole``): the CUDA codec runs it as one graph launch and
-one synchronisation where the clustering is a graph's (``cuda/frame_graph.py``); elsewhere the codec
-answers ``core.frame.Unsupported`` and the frame runs step by step. Oriented boxes, asked for, are
-fitted by the backend (``Backend.oriented_boxes``) to the decoded coordinates where they are the
-input's (on the GPU: a float32 cloud), with one more synchronisation for their rows.
+The backend's frame codec (``Backend.frame_codec``, a ``core.frame.FrameCodec``:
+``cpu/codecs/frame.py`` or ``cuda/codecs/frame.py``, twins with identical output) decodes the
+PointCloud2 payload onto the backend's device; the stages run there in order; the clusterer labels
+the points; the codec encodes the labelled cloud and the cluster table. On the CUDA backend the
+frame stays on the GPU from one host -> device copy of the raw payload to one copy back; the records
+grouped by cluster, asked for by a caller that publishes each cluster's points, come back with it. A
+frame with no stages or boxes is first offered to the codec whole (``process_whole``): the CUDA
+codec runs it as one graph launch and one synchronisation where the clustering is a graph's
+(``cuda/graphs/frame_graphs.py``); elsewhere the codec answers ``core.frame.Unsupported`` and the
+frame runs step by step. Oriented boxes, asked for, are fitted by the backend
+(``Backend.oriented_boxes``) to the decoded coordinates where they are the input's (on the GPU: a
+float32 cloud), with one more synchronisation for their rows.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class FramePipeline:
                 and ``clusters`` are always copies.
             whole_frames: let the codec run a frame with no stages or boxes as one
                 submission where it can (``process_whole``: the CUDA codec's frame graphs,
-                ``cuda/frame_graph.py``); False: always step by step (for comparison).
+                ``cuda/graphs/frame_graphs.py``); False: always step by step (for comparison).
 
         Raises:
             ConfigError: unknown backend name, or ``cuda`` without a CUDA device.

@@ -1,5 +1,5 @@
 // The block-wide exclusive prefix sum shared by the compile units that need one (pc2_sort.cu of
-// cuda/frame_steps.py's, oriented_boxes.cu of cuda/oriented_boxes.py's), listed before them.
+// cuda/codecs/frame_steps.py's, oriented_boxes.cu of cuda/stages/oriented_boxes.py's), listed before them.
 
 // Exclusive prefix sum of `value` over the block (blockDim.x a multiple of 32, at most 1024);
 // *total gets the block's sum. Every thread of the block must call it; warp_sums is shared memory

@@ -107,7 +107,7 @@ class SweepDecoder:
         settings: decoder settings.
         decode: the per-packet decoder, with :func:`.packets.decode_packets`' signature and
             result (NumPy points); the CUDA twin's ``CudaPacketDecoder.decode_with`` (in
-            ``cuda/velodyne.py``) decodes on the GPU, the cutting stays here.
+            ``cuda/codecs/velodyne.py``) decodes on the GPU, the cutting stays here.
     """
 
     calibration: VelodyneCalibration

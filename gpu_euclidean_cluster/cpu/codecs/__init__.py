@@ -1,0 +1,1 @@
+"""The CPU frame codec, twin of ``cuda/codecs``."""

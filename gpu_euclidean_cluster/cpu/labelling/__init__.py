@@ -1,0 +1,1 @@
+"""CPU labelling methods, twins of ``cuda/labelling``."""

@@ -1,0 +1,1 @@
+"""CPU neighbour searches, twins of ``cuda/search``."""

@@ -1,0 +1,1 @@
+"""CPU frame stages, twins of ``cuda/stages``."""

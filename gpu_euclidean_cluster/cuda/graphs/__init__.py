@@ -1,0 +1,1 @@
+"""CUDA graphs: device work as data (launch lists), issued one by one or captured."""

@@ -1,0 +1,1 @@
+"""CUDA neighbour searches of the companion papers (kd-tree, scan bins), twins of ``cpu/search``."""
