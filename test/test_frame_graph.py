@@ -19,8 +19,7 @@ import pytest
 
 from gpu_euclidean_cluster.core.cluster_stats import SUM_LEAF
 from gpu_euclidean_cluster.core.config import ClusterConfig
-from gpu_euclidean_cluster.cuda.codecs.frame_plan import cluster_threads
-from gpu_euclidean_cluster.cuda.codecs.frame_steps import RADIX_BITS, SORT_TILE
+from gpu_euclidean_cluster.cuda.codecs.frame_steps import RADIX_BITS, SORT_TILE, cluster_threads
 from gpu_euclidean_cluster.frame import FramePipeline
 from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 

@@ -41,13 +41,7 @@ from gpu_euclidean_cluster.core.frame import (
 )
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
 from gpu_euclidean_cluster.cpu.codecs.frame import CpuFrameCodec, clip_mask, cluster_mask
-from gpu_euclidean_cluster.cuda.codecs.frame_plan import (
-    cluster_threads,
-    compact_layout,
-    layout_key,
-    output_layout,
-    plan_xyz,
-)
+from gpu_euclidean_cluster.cuda.codecs.frame_steps import cluster_threads
 from gpu_euclidean_cluster.frame import (
     DecodedFrame,
     EncodedFrame,
@@ -68,6 +62,12 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import (
     keep_fields,
     read_fields,
     read_xyz,
+)
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2_plan import (
+    compact_layout,
+    layout_key,
+    output_layout,
+    plan_xyz,
 )
 from gpu_euclidean_cluster.ros.parameters.settings import NodeSettings
 

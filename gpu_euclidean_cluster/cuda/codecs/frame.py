@@ -12,7 +12,7 @@ bit what the CPU twin (``cpu/codecs/frame.py``) produces; a ``core.frame.FrameCo
 
 A frame runs one of two ways, with the same step lists (``frame_steps.py``): staged, ``decode``
 and ``encode`` issue them one by one around the clusterer (the raw payload copied once to the
-device after :func:`~.frame_plan.plan_xyz` checked the layout as ``read_xyz`` does; decode, mask
+device after ``pointcloud2_plan.plan_xyz`` checked the layout as ``read_xyz`` does; decode, mask
 and flattening in one kernel; the labelled payload, the cluster table and the grouped records
 computed on the device and copied back once into reused page-locked buffers; ``encode`` ends
 with the frame's only host synchronisation); whole (``process_whole``), a frame graph captures
@@ -47,29 +47,29 @@ from ...core.frame import (
     WholeFrame,
 )
 from ...pointcloud_io.pointcloud2 import RawCloud, check_data_size
-from ..buffers import GrowOnlyBuffers
-from ..graphs.frame_graphs import FrameGraphs
-from ..graphs.launches import HOST_TO_DEVICE, Copy, Step, issue
-from ..module import compile_source
-from .frame_plan import (
-    FrameLayout,
+from ...pointcloud_io.pointcloud2_plan import (
     OutputLayout,
     XyzPlan,
-    cluster_threads,
     compact_layout,
-    frame_layout,
     layout_key,
     output_layout,
     plan_xyz,
 )
+from ..buffers import GrowOnlyBuffers
+from ..graphs.frame_graphs import FrameGraphs
+from ..graphs.launches import HOST_TO_DEVICE, Copy, Step, issue
+from ..module import compile_source
 from .frame_steps import (
     SOURCE,
     FrameArrays,
+    FrameLayout,
+    cluster_threads,
     copy_back,
     copy_in,
     decode_arrays,
     decode_steps,
     encode_steps,
+    frame_layout,
     with_table_arrays,
 )
 
@@ -107,7 +107,8 @@ class CudaFrameCodec:
         self._buffers = GrowOnlyBuffers()
         self._frame: _Frame | None = None
         self._clusters = 0
-        #: the last layout planned: its key (``frame_plan.layout_key``), plan and output layout
+        #: the last layout planned: its key (``pointcloud2_plan.layout_key``), plan and output
+        #: layout
         self._planned: tuple[tuple[Any, ...], XyzPlan, OutputLayout] | None = None
 
     def process_whole(

@@ -25,7 +25,8 @@ import numpy as np
 
 from ...core.cluster_stats import SUM_LEAF
 from ...core.frame import FrameWindow
-from ...pointcloud_io.pointcloud2 import RawCloud
+from ...pointcloud_io.pointcloud2 import DATATYPES, UINT8, RawCloud
+from ...pointcloud_io.pointcloud2_plan import CloudShape, OutputLayout, XyzPlan
 from ..graphs.launches import (
     DEVICE_TO_HOST,
     HOST_TO_DEVICE,
@@ -36,7 +37,6 @@ from ..graphs.launches import (
     copy_async,
 )
 from ..module import KernelSource, blocks
-from .frame_plan import FrameLayout, FrameShape, compact_spans, decode_settings
 
 #: Threads per block of the element-wise kernels and of the cluster-table kernel.
 THREADS = 256
@@ -68,6 +68,75 @@ SOURCE = KernelSource("pointcloud2", KERNEL_FILES, KERNEL_CONSTANTS)
 #: Makes a named device array of ``count`` items of a dtype, and a named page-locked uint8 array.
 DeviceArrays = Callable[[str, int, Any], Any]
 PinnedArrays = Callable[[str, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class FrameLayout:
+    """What a frame's steps bake in of a cloud's layout and its labelled output (the shape, N,
+    width and row step, is read from the device).
+
+    Attributes:
+        point_step, offsets, datatypes, big_endian: the input's (:class:`XyzPlan`).
+        coords_f64: ``read_xyz`` gives float64.
+        out_step, cid_word, rgb_word: the labelled cloud's point step and its cluster_id and rgb
+            words (rgb -1: the compact layout).
+        group: the input records are also grouped by cluster (``pc2_group_records_sized``).
+    """
+
+    point_step: int
+    offsets: tuple[int, int, int]
+    datatypes: tuple[int, int, int]
+    big_endian: bool
+    coords_f64: bool
+    out_step: int
+    cid_word: int
+    rgb_word: int
+    group: bool
+
+
+def frame_layout(plan: XyzPlan, out: OutputLayout, group: bool) -> FrameLayout:
+    """What the steps bake in of ``plan``, the labelled layout ``out`` and ``group``."""
+    return FrameLayout(
+        point_step=plan.point_step,
+        offsets=plan.offsets,
+        datatypes=plan.datatypes,
+        big_endian=plan.big_endian,
+        coords_f64=plan.dtype == np.float64,
+        out_step=out.point_step,
+        cid_word=out.cluster_id_offset // 4,
+        rgb_word=out.rgb_offset // 4 if out.rgb_offset >= 0 else -1,
+        group=group,
+    )
+
+
+def cluster_threads(sizes: np.ndarray) -> np.ndarray:
+    """Threads of the cluster-table kernel per cluster: one per leaf of ``SUM_LEAF`` points."""
+    return -(-np.asarray(sizes, dtype=np.int64) // SUM_LEAF)
+
+
+def decode_settings(layout: FrameLayout, window: FrameWindow, write_table: bool) -> tuple[Any, ...]:
+    """``pc2_decode_sized``'s arguments from ``point_step`` to ``write_table``."""
+    min_range_sq, max_range_sq = window.range_bounds_sq()
+    fields = zip(layout.offsets, layout.datatypes, strict=True)
+    return (
+        np.int32(layout.point_step),
+        *(np.int32(value) for field in fields for value in field),
+        np.int32(layout.big_endian),
+        np.int32(layout.coords_f64),
+        np.int32(window.use_height),
+        *(np.float64(v) for v in (min_range_sq, max_range_sq, window.min_z, window.max_z)),
+        *(np.float64(v) for v in (window.min_y, window.max_y, window.max_coordinate)),
+        np.int32(write_table),
+    )
+
+
+def compact_spans(layout: FrameLayout) -> tuple[np.int32, ...]:
+    """``pc2_encode_compact_sized``'s x, y, z spans: each coordinate's offset and byte size."""
+    spans = (
+        (offset, DATATYPES.get(datatype, DATATYPES[UINT8]).itemsize)
+        for offset, datatype in zip(layout.offsets, layout.datatypes, strict=True)
+    )
+    return tuple(np.int32(value) for span in spans for value in span)
 
 
 @dataclass(frozen=True)
@@ -282,7 +351,7 @@ def table_steps(
     return [*found, flags, _launch(table, grid, args, TABLE_THREADS)]
 
 
-def copy_in(a: FrameArrays, cloud: RawCloud, shape: FrameShape, stream: Any) -> None:
+def copy_in(a: FrameArrays, cloud: RawCloud, shape: CloudShape, stream: Any) -> None:
     """The cloud's shape into the page-locked words ``shape_in`` copies, its payload onto the
     device (from the message's memory as it is)."""
     n, width, row_step, nbytes = shape

@@ -31,10 +31,10 @@ from ...core.config import ClusterConfig
 from ...core.frame import FrameWindow, Unsupported
 from ...core.result import ClusterResult
 from ...pointcloud_io.pointcloud2 import RawCloud
+from ...pointcloud_io.pointcloud2_plan import CloudShape
 from ..buffers import grown
 from ..codecs import frame_steps
-from ..codecs.frame_plan import FrameLayout, FrameShape
-from ..codecs.frame_steps import FrameArrays
+from ..codecs.frame_steps import FrameArrays, FrameLayout
 from ..labelling.numbering import read_sizes, sorted_in_one_block
 from .cluster_graphs import (
     PINNED_LABELS_MAX_POINTS,
@@ -120,7 +120,7 @@ class FrameGraphs:
     def run(
         self,
         cloud: RawCloud,
-        shape: FrameShape,
+        shape: CloudShape,
         layout: FrameLayout,
         window: FrameWindow,
         config: ClusterConfig,
@@ -256,7 +256,7 @@ def _allocate(
     ), sum(held)
 
 
-def copy_frame_in(entry: FrameGraph, cloud: RawCloud, shape: FrameShape, stream: Any) -> None:
+def copy_frame_in(entry: FrameGraph, cloud: RawCloud, shape: CloudShape, stream: Any) -> None:
     """The frame's shape into the page-locked words the graph reads (N for the clustering's
     steps too), its payload onto the device."""
     entry.bucket.host_count[0] = shape[0]

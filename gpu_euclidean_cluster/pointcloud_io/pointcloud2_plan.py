@@ -1,10 +1,8 @@
-"""The frame codec's host side: where x, y, z sit in a PointCloud2 and how the labelled cloud is
-laid out, checked and computed as ``read_xyz`` and ``append_fields`` do, without reading data.
-
-:func:`plan_xyz` runs ``read_xyz``'s checks in its order (raising what it raises),
-:func:`output_layout` gives ``append_fields``' layout of ``cluster_id`` and ``rgb``,
-:func:`compact_layout` that of ``keep_fields(cloud, XYZ)`` plus ``cluster_id``;
-:class:`FrameLayout` is what the frame's steps (``frame_steps.py``) bake in of both.
+"""A PointCloud2's layout planned without reading its data: where x, y, z sit, checked as
+``read_xyz`` checks them (in its order, raising what it raises), and how the labelled cloud is laid
+out, as ``append_fields`` lays out ``cluster_id`` and ``rgb`` (:func:`output_layout`) or
+``keep_fields(cloud, XYZ)`` plus ``cluster_id`` does (:func:`compact_layout`). The GPU frame codec
+(``cuda/codecs/frame.py``) plans a cloud with these before its payload goes to the device.
 """
 
 from __future__ import annotations
@@ -14,9 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.cluster_stats import SUM_LEAF
-from ...core.frame import FrameWindow
-from ...pointcloud_io.pointcloud2 import (
+from .pointcloud2 import (
     DATATYPES,
     FLOAT32,
     INT32,
@@ -33,7 +29,7 @@ from ...pointcloud_io.pointcloud2 import (
 OUTPUT_COLUMNS = ("cluster_id", "rgb")
 
 #: A cloud's shape as the host plans it: N, width, row step and payload bytes.
-FrameShape = tuple[int, int, int, int]
+CloudShape = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -65,7 +61,7 @@ class XyzPlan:
         return self.height * self.width
 
     @property
-    def shape(self) -> FrameShape:
+    def shape(self) -> CloudShape:
         """N, width, row step and payload bytes."""
         return self.num_points, self.width, self.row_step, self.nbytes
 
@@ -86,30 +82,6 @@ class OutputLayout:
     cluster_id_offset: int
     rgb_offset: int
     point_step: int
-
-
-@dataclass(frozen=True)
-class FrameLayout:
-    """What a frame's steps bake in of a cloud's layout and its labelled output (the shape, N,
-    width and row step, is read from the device).
-
-    Attributes:
-        point_step, offsets, datatypes, big_endian: the input's (:class:`XyzPlan`).
-        coords_f64: ``read_xyz`` gives float64.
-        out_step, cid_word, rgb_word: the labelled cloud's point step and its cluster_id and rgb
-            words (rgb -1: the compact layout).
-        group: the input records are also grouped by cluster (``pc2_group_records_sized``).
-    """
-
-    point_step: int
-    offsets: tuple[int, int, int]
-    datatypes: tuple[int, int, int]
-    big_endian: bool
-    coords_f64: bool
-    out_step: int
-    cid_word: int
-    rgb_word: int
-    group: bool
 
 
 def plan_xyz(cloud: RawCloud) -> XyzPlan:
@@ -177,21 +149,6 @@ def compact_layout(plan: XyzPlan) -> OutputLayout:
     return OutputLayout(tuple(fields), cluster_id, -1, cluster_id + 4)
 
 
-def frame_layout(plan: XyzPlan, out: OutputLayout, group: bool) -> FrameLayout:
-    """What the steps bake in of ``plan``, the labelled layout ``out`` and ``group``."""
-    return FrameLayout(
-        point_step=plan.point_step,
-        offsets=plan.offsets,
-        datatypes=plan.datatypes,
-        big_endian=plan.big_endian,
-        coords_f64=plan.dtype == np.float64,
-        out_step=out.point_step,
-        cid_word=out.cluster_id_offset // 4,
-        rgb_word=out.rgb_offset // 4 if out.rgb_offset >= 0 else -1,
-        group=group,
-    )
-
-
 def layout_key(cloud: RawCloud) -> tuple[Any, ...]:
     """What :func:`plan_xyz` and :func:`output_layout` read of ``cloud`` besides the size of its
     data (``check_data_size``): clouds with equal keys have equal plans and output layouts."""
@@ -203,36 +160,6 @@ def layout_key(cloud: RawCloud) -> tuple[Any, ...]:
         cloud.row_step,
         bool(cloud.is_bigendian),
     )
-
-
-def cluster_threads(sizes: np.ndarray) -> np.ndarray:
-    """Threads of the cluster-table kernel per cluster: one per leaf of ``SUM_LEAF`` points."""
-    return -(-np.asarray(sizes, dtype=np.int64) // SUM_LEAF)
-
-
-def decode_settings(layout: FrameLayout, window: FrameWindow, write_table: bool) -> tuple[Any, ...]:
-    """``pc2_decode_sized``'s arguments from ``point_step`` to ``write_table``."""
-    min_range_sq, max_range_sq = window.range_bounds_sq()
-    fields = zip(layout.offsets, layout.datatypes, strict=True)
-    return (
-        np.int32(layout.point_step),
-        *(np.int32(value) for field in fields for value in field),
-        np.int32(layout.big_endian),
-        np.int32(layout.coords_f64),
-        np.int32(window.use_height),
-        *(np.float64(v) for v in (min_range_sq, max_range_sq, window.min_z, window.max_z)),
-        *(np.float64(v) for v in (window.min_y, window.max_y, window.max_coordinate)),
-        np.int32(write_table),
-    )
-
-
-def compact_spans(layout: FrameLayout) -> tuple[np.int32, ...]:
-    """``pc2_encode_compact_sized``'s x, y, z spans: each coordinate's offset and byte size."""
-    spans = (
-        (offset, DATATYPES.get(datatype, DATATYPES[UINT8]).itemsize)
-        for offset, datatype in zip(layout.offsets, layout.datatypes, strict=True)
-    )
-    return tuple(np.int32(value) for span in spans for value in span)
 
 
 def _packed_float32_offset(cloud: RawCloud) -> int | None:
