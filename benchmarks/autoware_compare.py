@@ -18,8 +18,8 @@ between the two and of each against the ground truth. ARIs are given twice: ``al
 with -1 as a class of its own, and ``both`` over the points both labellings put in a cluster. With
 ``--peer PATH`` (the Autoware peer's ``autoware_ec``), the peer's own CPU time on the same frame and
 the ARI of our ``voxel_grid`` labels against its labels (its thinning keeps other points than ours,
-so ``all`` is below 1 where the thinned points differ; ``test/test_autoware_voxel.py`` checks the
-pre-thinning partition exactly).
+so ``all`` is below 1 where the thinned points differ; ``test/backends/test_autoware_voxel.py``
+checks the pre-thinning partition exactly).
 """
 
 from __future__ import annotations

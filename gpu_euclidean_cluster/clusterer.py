@@ -36,7 +36,7 @@ class Backend(Protocol):
     """A place to run the neighbour search and the labelling.
 
     Front ends use a backend only through these members: they never import a backend module or
-    branch on a backend's type or name (``test/test_layers.py`` checks it).
+    branch on a backend's type or name (``test/house/test_layers.py`` checks it).
     """
 
     name: str

@@ -13,7 +13,7 @@ Constants are Python's: each is defined once, in the Python module that owns it,
 kernels only as a ``-D`` option. The ``.cu``/``.cuh`` files never ``#define`` them; they stop the
 compile with ``#error`` when one is missing. ``common.cuh``'s own constant (:data:`ES_TILE`) is
 defined here and passed to every source that includes ``common.cuh`` (:data:`COMMON_CONSTANTS`).
-``test/test_kernel_constants.py`` checks these rules without a GPU.
+``test/backends/test_kernel_constants.py`` checks these rules without a GPU.
 
 The package's compile units (few, as each costs an NVRTC run the first time a machine uses it):
 

@@ -37,7 +37,7 @@ FORWARD_OFFSETS = np.array(
 )
 
 #: Peak bytes per neighbour pair while a CPU method builds and labels its graph (measured with
-#: tracemalloc: 66 and 33; ``test/test_memory_bounds.py`` checks the bound): the int32 edge set
+#: tracemalloc: 66 and 33; ``test/core/test_memory_bounds.py`` checks the bound): the int32 edge set
 #: (8), for ``vertex`` the symmetric CSR adjacency list (10, and up to 40 while it is sorted),
 #: and the float64 CSR copy and transpose SciPy's ``connected_components`` makes (24 per stored
 #: entry; ``vertex`` stores each pair twice).

@@ -9,7 +9,7 @@ launch (the table's bounds found on the device from the sorted keys); the labell
 the grouped records) and the labels copied beside it; one host synchronisation. Every size in the
 graph is its bucket's (``cluster_graphs.Bucket``): the kernels read N from the device, so one graph
 serves every cloud of a bucket, layout, window and clustering configuration; the first such frame
-captures it. The output is the staged codec's byte for byte (``test/test_frame_graph.py``).
+captures it. The output is the staged codec's byte for byte (``test/frame/test_frame_graph.py``).
 
 A frame whose components outnumber the numbering's sorting block (``numbering.SORT_CAPACITY``) is
 not finished in the graph: :meth:`FrameGraphs.run` answers ``core.frame.Unsupported`` and the

@@ -1,0 +1,1 @@
+"""Tests of the house rules: layering, doc references, isolation."""

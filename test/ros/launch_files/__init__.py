@@ -1,0 +1,1 @@
+"""Tests of the launch files and the ROS 2 tools."""

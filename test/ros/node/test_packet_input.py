@@ -1,0 +1,207 @@
+"""Velodyne packets straight into the node: ``input/packets`` as a user runs it.
+
+The node runs as its own process (the ``euclidean_cluster_node`` script, CPU backend) with
+``sensor_model`` and ``calibration_file`` set; a driver stand-in, another process, publishes the
+real VLP-32C bag's (Autoware's ``/sensing/lidar/front/velodyne_packets``) or VLS-128 bag's
+``VelodyneScan`` messages as recorded. The node decodes them itself (no PointCloud2 between
+driver and clusterer), and every labelled cloud it publishes must hold exactly the sweep the
+library's decoder cuts from those packets, with the library's cluster labels of it. Needs
+``velodyne_msgs``: built from ``../shared/msgs`` (skips with the reason without it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import PointCloud2  # noqa: E402
+
+from gpu_euclidean_cluster import euclidean_cluster  # noqa: E402
+from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_message, read_fields  # noqa: E402
+from gpu_euclidean_cluster.pointcloud_io.velodyne import (  # noqa: E402
+    DecoderSettings,
+    SweepDecoder,
+    load_calibration,
+    read_velodyne_scans,
+)
+
+from ..._perception_msgs import perception_msgs_env  # noqa: E402
+from ..._ros2_tools import BIN, Background, own_namespace, private_domain, user_env  # noqa: E402
+from ...pointcloud_io.test_velodyne_decoder import CASES  # noqa: E402
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+#: Sensor model -> bag, calibration and nebula's settings (``test_velodyne_decoder.CASES``).
+SENSORS = {
+    model: (Path("nebula", folder, bag), Path("nebula", "calibration", calibration), settings)
+    for model, folder in (("VLP32", "vlp32"), ("VLS128", "vls128"))
+    for bag, _, settings, calibration in [CASES[folder]]
+}
+#: the namespace of the test's node, one of its own
+NAMESPACE = own_namespace("packet_input")
+PACKETS_TOPIC = f"{NAMESPACE}/input/packets"
+LABELED = f"{NAMESPACE}/output/labeled_points"
+#: where replay publishes the sweeps it decodes, and the node's input/points is remapped to
+SWEEPS_TOPIC = f"{NAMESPACE}/pointcloud_raw_ex"
+TIMEOUT_S = 90.0
+#: What the message packages' setup.bash sets for a process that uses them.
+MSGS_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "AMENT_PREFIX_PATH", "CMAKE_PREFIX_PATH")
+
+
+@pytest.fixture(scope="module")
+def msgs_env() -> dict[str, str]:
+    env, reason = perception_msgs_env()
+    if env is None:
+        pytest.skip(reason)
+    return env
+
+
+def expected_sweeps(
+    bag: Path, calibration: Path, settings: DecoderSettings
+) -> dict[int, np.ndarray]:
+    """Stamp (ns) -> points of every sweep the library cuts from the bag's packets, fed as a ROS
+    driver feeds them (packet stamps in ns / 1e9)."""
+    decoder = SweepDecoder(load_calibration(calibration), settings)
+    sweeps = {}
+    for scan in read_velodyne_scans(bag):
+        for sweep in decoder.feed(scan.packets, scan.packet_seconds):
+            sweeps[sweep.stamp_ns] = sweep.points
+    return sweeps
+
+
+def wait_for_clouds(recorder: LabeledRecorder, count: int) -> None:
+    """Until ``recorder`` holds ``count`` clouds, or TIMEOUT_S."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(recorder.clouds) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def assert_labelled_sweeps(
+    clouds: list[PointCloud2], expected: dict[int, np.ndarray], fields: tuple[str, ...]
+) -> None:
+    """Each cloud is the expected sweep of its stamp (``fields`` byte for byte) with the library's
+    cluster labels of it at the node's default d_th."""
+    for message in clouds:
+        stamp_ns = message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
+        points = expected[stamp_ns]
+        got = read_fields(from_message(message), [*fields, "cluster_id"])
+        for name in fields:
+            assert got[name].tobytes() == np.ascontiguousarray(points[name]).tobytes(), name
+        xyz = np.stack([points[a] for a in "xyz"], axis=1)
+        assert np.array_equal(got["cluster_id"], euclidean_cluster(xyz, 0.5, backend="cpu").labels)
+
+
+class LabeledRecorder:
+    """This process's subscriber of the node's labelled clouds."""
+
+    def __init__(self, domain: int) -> None:
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain)
+        self.node = rclpy.create_node("packet_input_recorder", context=self.context)
+        self.clouds: list[PointCloud2] = []
+        qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)
+        self.node.create_subscription(PointCloud2, LABELED, self.clouds.append, qos)
+        self._executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+@pytest.mark.parametrize("model", sorted(SENSORS))
+def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
+    msgs_env, lidar_data_dir, tmp_path, model
+):
+    bag, calibration, settings = SENSORS[model]
+    packet_bag, calibration = lidar_data_dir / bag, lidar_data_dir / calibration
+    if not packet_bag.is_dir():
+        pytest.skip(f"{packet_bag} is absent (the nebula packet bags)")
+    expected = expected_sweeps(packet_bag, calibration, settings)
+    assert len(expected) >= 2
+    (frame_id,) = {scan.frame_id for scan in read_velodyne_scans(packet_bag)}
+    params = ["-p", "backend:=cpu", "-p", "qos_reliability:=reliable"]
+    params += [arg for name, value in [
+        ("sensor_model", model), ("calibration_file", calibration),
+        ("return_mode", settings.return_mode), ("sensor_min_range", settings.min_range),
+        ("sensor_max_range", settings.max_range), ("scan_phase", settings.scan_phase),
+        ("cloud_min_angle", settings.cloud_min_angle),
+        ("cloud_max_angle", settings.cloud_max_angle),
+    ] for arg in ("-p", f"{name}:={value}")]  # fmt: skip
+    with private_domain() as domain:
+        env = user_env(domain)
+        env.update({k: msgs_env[k] for k in MSGS_VARIABLES if k in msgs_env})
+        node = Background(
+            [
+                str(BIN / "euclidean_cluster_node"),
+                "--ros-args",
+                "-r",
+                f"__ns:={NAMESPACE}",
+                *params,
+            ],
+            env,
+            tmp_path / "node.log",
+        )
+        recorder = LabeledRecorder(domain)
+        try:
+            publisher = Background(
+                [str(BIN / "python"), "-m", "test._packet_publisher", str(packet_bag),
+                 PACKETS_TOPIC, "0.5"],
+                env, tmp_path / "publisher.log", cwd=Path(__file__).resolve().parents[3],
+            )  # fmt: skip
+            wait_for_clouds(recorder, len(expected))
+            publisher.close()
+        finally:
+            recorder.close()
+            node.stop()
+    log = (tmp_path / "node.log").read_text()
+    assert f"sensor_model {model!r}" in log, log
+    assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
+    assert {m.header.frame_id for m in recorder.clouds} == {frame_id}  # the scans' header frame
+    assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z", "time_stamp", "channel"))
+
+
+def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path):
+    """VLS-128 packets bag -> ``replay`` (its own process, decoding as nebula) -> the node (its own
+    process, ``input/points``) -> labelled clouds: the library's sweeps and cluster labels."""
+    bag, calibration, settings = SENSORS["VLS128"]
+    packet_bag = lidar_data_dir / bag
+    if not packet_bag.is_dir():
+        pytest.skip(f"{packet_bag} is absent (the nebula packet bags)")
+    expected = expected_sweeps(packet_bag, lidar_data_dir / calibration, settings)
+    with private_domain() as domain:
+        env = user_env(domain)
+        node = Background(
+            [str(BIN / "euclidean_cluster_node"), "--ros-args", "-p", "backend:=cpu",
+             "-p", "qos_reliability:=reliable", "-r", f"__ns:={NAMESPACE}",
+             "-r", f"input/points:={SWEEPS_TOPIC}"],
+            env, tmp_path / "node.log",
+        )  # fmt: skip
+        recorder = LabeledRecorder(domain)
+        try:
+            replay = Background(
+                [str(BIN / "replay"), str(packet_bag), "--sensor-model", "VLS128",
+                 "--calibration", str(lidar_data_dir / calibration), "--cloud-max-angle", "359",
+                 "--rate", "0.25", "--wait-for-subscribers", "30", "--min-subscribers", "2",
+                 "--remap", f"/pointcloud_raw_ex:={SWEEPS_TOPIC}", "--quiet"],
+                env, tmp_path / "replay.log",
+            )  # fmt: skip
+            wait_for_clouds(recorder, len(expected))
+            replay.close()
+        finally:
+            recorder.close()
+            node.stop()
+    replay_log = (tmp_path / "replay.log").read_text()
+    assert f"/velodyne_packets -> {SWEEPS_TOPIC}" in replay_log, replay_log
+    assert len(recorder.clouds) == len(expected), (len(recorder.clouds), replay_log)
+    assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z"))

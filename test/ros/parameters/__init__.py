@@ -1,0 +1,1 @@
+"""Tests of the parameters and Autoware's names."""
