@@ -145,10 +145,14 @@ def to_host(array: Any) -> np.ndarray:
     return cupy.asnumpy(array)
 
 
+#: ``$LIDAR_DATA_DIR``, default ``<repo>/../shared/data`` (may not exist): the real frames and bags.
+LIDAR_DATA_DIR = Path(os.environ.get("LIDAR_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+
+
 @pytest.fixture(scope="session")
 def lidar_data_dir() -> Path:
-    """``$LIDAR_DATA_DIR``, default ``<repo>/../shared/data`` (may not exist)."""
-    return Path(os.environ.get("LIDAR_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+    """:data:`LIDAR_DATA_DIR`."""
+    return LIDAR_DATA_DIR
 
 
 @pytest.fixture(scope="session")

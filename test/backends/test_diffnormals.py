@@ -11,9 +11,7 @@ through the CPU pipeline. Real frames come from ``$LIDAR_DATA_DIR`` and skip whe
 
 from __future__ import annotations
 
-import os
 from functools import cache
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -28,11 +26,8 @@ from gpu_euclidean_cluster.frame import DiffNormalsFilter, FramePipeline, Ground
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz, read_fields
 from gpu_euclidean_cluster.tools.simulation import LidarSimulator, get_sensor, street_scene
 
-from ..conftest import cuda_only, on_twin, to_host
+from ..conftest import LIDAR_DATA_DIR, cuda_only, on_twin, to_host
 
-DATA_DIR = Path(
-    os.environ.get("LIDAR_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data")
-)
 FRAMES = {"kitti_000001.bin": 4, "kitti_000008.bin": 4, "nuscenes_lidar_top.pcd.bin": 5}
 #: Autoware.ai's clip_min_height / clip_max_height: the points its DoN stage sees.
 HEIGHTS = (-1.3, 0.5)
@@ -168,7 +163,7 @@ def frame(name: str) -> tuple[np.ndarray, np.ndarray]:
     if name.startswith("scene"):
         xyz = LidarSimulator(get_sensor("vlp16"), seed=3).scan(street_scene(seed=3)).xyz
     else:
-        path = DATA_DIR / name
+        path = LIDAR_DATA_DIR / name
         if not path.exists():
             pytest.skip(f"{path} not found")
         xyz = np.fromfile(path, dtype=np.float32).reshape(-1, FRAMES[name])[:, :3]

@@ -15,8 +15,6 @@ clouds (skipped without a CUDA device).
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,18 +32,15 @@ from gpu_euclidean_cluster.core.work import WorkTooLargeError
 from gpu_euclidean_cluster.cpu.labelling.autoware_voxel import downsample, linear_index
 from gpu_euclidean_cluster.pointcloud_io import load_points
 
-from ..conftest import cuda_only
+from ..conftest import LIDAR_DATA_DIR, cuda_only
 from .test_range_bands import AUTOWARE, reference_bands, reference_merge
 
-DATA_DIR = Path(
-    os.environ.get("LIDAR_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data")
-)
 FRAMES = ("kitti_000001.bin", "kitti_000008.bin", "nuscenes_lidar_top.pcd.bin")
 LEAVES = (0.1, 0.3)
 
 
 def load_frame(name: str) -> np.ndarray:
-    path = DATA_DIR / name
+    path = LIDAR_DATA_DIR / name
     if not path.is_file():
         pytest.skip(f"LiDAR frame {path} not found (set LIDAR_DATA_DIR)")
     points = load_points(path).xyz

@@ -15,9 +15,7 @@ through the CUDA pipeline equals it through the CPU pipeline. Real frames come f
 from __future__ import annotations
 
 import math
-import os
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,11 +34,8 @@ from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
 from gpu_euclidean_cluster.tools.simulation import LidarSimulator, get_sensor, street_scene
 
-from ..conftest import cuda_only, to_host
+from ..conftest import LIDAR_DATA_DIR, cuda_only, to_host
 
-DATA_DIR = Path(
-    os.environ.get("LIDAR_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data")
-)
 FRAMES = {"kitti_000001.bin": 4, "kitti_000008.bin": 4, "nuscenes_lidar_top.pcd.bin": 5}
 
 SETTINGS = [
@@ -53,7 +48,7 @@ SETTINGS = [
 
 
 def real_frame(name: str = "kitti_000001.bin") -> np.ndarray:
-    path = DATA_DIR / name
+    path = LIDAR_DATA_DIR / name
     if not path.exists():
         pytest.skip(f"{path} not found")
     return np.fromfile(path, dtype=np.float32).reshape(-1, FRAMES[name])[:, :3].copy()

@@ -13,9 +13,6 @@ absent.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.sparse import coo_matrix
@@ -45,11 +42,7 @@ from gpu_euclidean_cluster.tools.simulation import (
     street_scene,
 )
 
-from ..conftest import cuda_only
-
-DATA_DIR = Path(
-    os.environ.get("LIDAR_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data")
-)
+from ..conftest import LIDAR_DATA_DIR, cuda_only
 
 #: Autoware.ai's defaults (``config/params.yaml`` of ``lidar_euclidean_cluster_detect``).
 AUTOWARE_RANGES = (15.0, 30.0, 45.0, 60.0)
@@ -256,7 +249,7 @@ def test_offset_components_keeps_bands_apart_and_fits_int32():
 
 
 def load_frame(name: str) -> np.ndarray:
-    path = DATA_DIR / name
+    path = LIDAR_DATA_DIR / name
     if not path.is_file():
         pytest.skip(f"LiDAR frame {path} not found (set LIDAR_DATA_DIR)")
     return load_points(path).xyz

@@ -9,7 +9,6 @@ skip when absent.
 
 from __future__ import annotations
 
-import os
 import re
 import tracemalloc
 from collections.abc import Callable
@@ -32,10 +31,9 @@ from gpu_euclidean_cluster.cpu.labelling.union_find import (
     union_find_components,
 )
 
+from ..conftest import LIDAR_DATA_DIR
+
 KERNELS = Path(gpu_euclidean_cluster.__file__).resolve().parent / "cuda" / "kernels"
-DATA_DIR = Path(
-    os.environ.get("LIDAR_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "data")
-)
 SEARCHES = ("range", "exhaustive")
 
 #: Frame file -> floats per point (x, y, z first) and pcl::EuclideanClusterExtraction's counts.
@@ -83,7 +81,7 @@ def pair_sq(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def load_frame(name: str) -> np.ndarray:
-    path = DATA_DIR / name
+    path = LIDAR_DATA_DIR / name
     if not path.is_file():
         pytest.skip(f"LiDAR frame {path} not found (set LIDAR_DATA_DIR)")
     raw = np.fromfile(path, dtype=np.float32).reshape(-1, FRAMES[name][0])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
@@ -22,9 +21,9 @@ from gpu_euclidean_cluster.pointcloud_io.bags import (
 from gpu_euclidean_cluster.tools.simulation import HDL64E, VLP16
 
 from .._replay_helpers import NS, decode_cdr
+from ..conftest import LIDAR_DATA_DIR
 
 STORAGES = {"ros1": "out.bag", "sqlite3": "out_sqlite", "mcap": "out_mcap"}
-DATA_DIR = Path(os.environ.get("LIDAR_DATA_DIR", Path(__file__).parents[2] / "../shared/data"))
 
 
 def random_points(n: int, seed: int = 0) -> np.ndarray:
@@ -164,7 +163,7 @@ def test_make_bag_bad_inputs(tmp_path, capsys):
 
 
 def test_make_bag_from_kitti_file(tmp_path):
-    source = DATA_DIR / "kitti_000008.bin"
+    source = LIDAR_DATA_DIR / "kitti_000008.bin"
     if not source.is_file():
         pytest.skip(f"real LiDAR frame not found: {source} (set LIDAR_DATA_DIR)")
     out = tmp_path / "kitti.bag"
