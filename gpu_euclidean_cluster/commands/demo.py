@@ -19,11 +19,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..core.config import DEFAULT_CONFIG
+from ..ros.ament_prefix import ament_environment, package_share
 from ..ros.parameters.option_values import argument, rate_factor
 from .errors import CommandError
 from .simulate import add_simulation_arguments
@@ -164,16 +166,12 @@ def simulate_bag(paths: DemoPaths, args: argparse.Namespace) -> tuple[dict[int, 
     return {scan.stamp_ns: scan for scan in scans}, scene.ground_z
 
 
-def node_command(params: Path) -> tuple[list[str], str]:
-    """How to start the node: ``ros2 launch`` when available, else the node's module."""
+def node_command(params: Path, environ: Mapping[str, str]) -> tuple[list[str], str]:
+    """How to start the node in ``environ``: ``ros2 launch`` when available, else the node's
+    module."""
     ros2 = shutil.which("ros2")
     if ros2 and importlib.util.find_spec("launch_ros") is not None:
-        try:
-            from ament_index_python.packages import get_package_share_directory
-
-            share = Path(get_package_share_directory(PACKAGE))
-        except (ImportError, LookupError, ValueError):
-            share = None
+        share = package_share(environ)
         if share is not None and (share / "launch" / LAUNCH_FILE).is_file():
             command = [
                 ros2,
@@ -197,9 +195,9 @@ def node_command(params: Path) -> tuple[list[str], str]:
     return command, "node process (launch_ros not available)"
 
 
-def start_process(command: list[str], log: Path) -> subprocess.Popen:
+def start_process(command: list[str], log: Path, environ: Mapping[str, str]) -> subprocess.Popen:
     with log.open("w", encoding="utf-8") as stream:
-        return subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT)
+        return subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, env=environ)
 
 
 def stop_process(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
@@ -375,10 +373,11 @@ def run(args: argparse.Namespace) -> int:
     scans, ground_z = simulate_bag(paths, args)
     write_params(paths.params, args, ground_z)
 
-    command, how = node_command(paths.params)
+    environ = ament_environment()
+    command, how = node_command(paths.params, environ)
     print(f"starting euclidean_cluster_node via {how}; log: {paths.node_log}")
     monitor = DemoMonitor(INPUT_TOPIC, LABELED_TOPIC)
-    node = start_process(command, paths.node_log)
+    node = start_process(command, paths.node_log, environ)
     replay = None
     try:
         wait_for_node(monitor, node, paths.node_log)
@@ -396,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
             "--quiet",
         ]
         print(f"replaying {paths.bag} at rate {rate:g}; log: {paths.replay_log}")
-        replay = start_process(replay_command, paths.replay_log)
+        replay = start_process(replay_command, paths.replay_log, environ)
         reports = collect_reports(monitor, replay, scans, sys.stdout)
         if replay.wait() != 0:
             raise CommandError(f"replay failed: {log_tail(paths.replay_log)}")
