@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from builtin_interfaces.msg import Time
@@ -12,7 +13,7 @@ from std_msgs.msg import Header
 
 from ..transport import installed_profile
 from .frame_stats import FrameStats, StatsSnapshot
-from .loss_monitor import SHORT_FIX, LossMonitor, fix_hint
+from .loss_monitor import INPUT_REMAPS, SHORT_FIX, LossMonitor, fix_hint
 
 if TYPE_CHECKING:
     from rclpy.node import Node
@@ -30,6 +31,7 @@ def diagnostics_message(
     stamp: Time,
     warn_share: float,
     silence: str = "",
+    unmatched: str = "",
 ) -> DiagnosticArray:
     """One status named ``name`` about the window since ``previous``.
 
@@ -37,8 +39,9 @@ def diagnostics_message(
     ``warn_share`` of the frames sent in the window were dropped, rejected or lost before the
     node, when any ran otherwise than configured (with ``union_find``, or on the CPU), when points
     were excluded as implausible, or when no frame arrived while a publisher is matched
-    (``silence``); OK otherwise. The message names the latest reason of each problem (for frames
-    lost before the node: the publisher's transport, and the fix).
+    (``silence``) or no publisher is matched on any input (``unmatched``); OK otherwise. The
+    message names the latest reason of each problem (for frames lost before the node: the
+    publisher's transport, and the fix; for no publisher: the remap).
 
     Args:
         name: status name, conventionally ``<node name>: <what>``.
@@ -50,8 +53,10 @@ def diagnostics_message(
             raises WARN.
         silence: why no frame arrives although a publisher is matched ('' when that is not so;
             :class:`~.loss_monitor.LossMonitor`).
+        unmatched: why no frame can arrive: no publisher on any input, and the remap to use (''
+            when a publisher is matched).
     """
-    level, message = window_level(snapshot, previous, warn_share, silence)
+    level, message = window_level(snapshot, previous, warn_share, silence, unmatched)
     values = {
         "backend": backend,
         "device": device,
@@ -87,10 +92,14 @@ def diagnostics_message(
 
 
 def window_level(
-    snapshot: StatsSnapshot, previous: StatsSnapshot | None, warn_share: float, silence: str = ""
+    snapshot: StatsSnapshot,
+    previous: StatsSnapshot | None,
+    warn_share: float,
+    silence: str = "",
+    unmatched: str = "",
 ) -> tuple[bytes, str]:
-    """``(level, message)`` of the window between ``previous`` and ``snapshot`` (``silence``: see
-    :func:`diagnostics_message`)."""
+    """``(level, message)`` of the window between ``previous`` and ``snapshot`` (``silence``,
+    ``unmatched``: see :func:`diagnostics_message`)."""
 
     def since(field: str) -> int:
         now = getattr(snapshot, field)
@@ -114,6 +123,8 @@ def window_level(
         )
     if silence and not received:
         problems.append(f"{silence}; {SHORT_FIX}")
+    if unmatched:
+        problems.append(unmatched)
     if fallbacks:
         where = f", {on_cpu} on the CPU" if on_cpu else ""
         problems.append(
@@ -125,7 +136,13 @@ def window_level(
         return DiagnosticStatus.ERROR, "every frame failed; " + "; ".join(problems)
     sent = received + lost
     lost_share = (dropped + rejected + lost) / sent if sent else 0.0
-    if lost_share > warn_share or fallbacks or implausible or (silence and not received):
+    if (
+        lost_share > warn_share
+        or fallbacks
+        or implausible
+        or (silence and not received)
+        or unmatched
+    ):
         return DiagnosticStatus.WARN, "; ".join(problems)
     if snapshot.received == 0:
         return DiagnosticStatus.OK, "waiting for input"
@@ -146,7 +163,7 @@ class NodeDiagnostics:
         node: Node,
         stats: FrameStats,
         backend: Backend,
-        subscription: Subscription,
+        inputs: Sequence[Subscription],
         period_s: float,
     ) -> None:
         """Create the publisher and the timer of ``node``.
@@ -155,17 +172,20 @@ class NodeDiagnostics:
             node: publishes, stamps and logs.
             stats: the node's frame counters.
             backend: the backend frames run on (its name and device are reported).
-            subscription: the input (frames lost on their way to it are warned about).
+            inputs: the input subscriptions, ``input/points`` first (frames lost on their way
+                to it are warned about), then ``input/packets`` where subscribed (the node warns
+                when none of them has a publisher).
             period_s: seconds between two reports, on the steady clock (reports keep coming
                 under ``use_sim_time`` even while /clock is paused).
         """
         from rclpy.clock import Clock, ClockType
 
         self._node, self._stats, self._backend = node, stats, backend
-        self._subscription = subscription
+        self._inputs = inputs
         self._publisher = node.create_publisher(DiagnosticArray, "/diagnostics", 1)
         fix = fix_hint(installed_profile())
-        self._loss = LossMonitor(subscription.topic_name, fix, time.monotonic())
+        names = {name: s.topic_name for name, s in zip(INPUT_REMAPS, inputs, strict=False)}
+        self._loss = LossMonitor(inputs[0].topic_name, fix, time.monotonic(), names)
         self._reported: StatsSnapshot | None = None
         node.create_timer(period_s, self.publish, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
@@ -176,8 +196,10 @@ class NodeDiagnostics:
         warn_share = self._node.get_parameter("diagnostics_warn_share").value
         now = time.monotonic()
         snapshot = self._stats.snapshot(now)
-        publishers = self._subscription.get_publisher_count()
-        loss = self._loss.update(now, snapshot.received, snapshot.lost, publishers, warn_share)
+        publishers = [s.get_publisher_count() for s in self._inputs]
+        loss = self._loss.update(
+            now, snapshot.received, snapshot.lost, publishers[0], warn_share, sum(publishers)
+        )
         if loss.warning:
             self._node.get_logger().warning(loss.warning)
         self._publisher.publish(
@@ -190,6 +212,7 @@ class NodeDiagnostics:
                 self._node.get_clock().now().to_msg(),
                 warn_share,
                 loss.silence,
+                loss.unmatched,
             )
         )
         self._reported = snapshot

@@ -13,6 +13,9 @@ with Fast DDS's default 512 KB shared-memory segment, which a large cloud does n
   no frame arrived at all (every frame lost; sequence gaps cannot show that; or the publisher is
   simply idle, so the message says "if it publishes").
 
+And one of another cause: **no publisher** matched on any input for :data:`UNMATCHED_S` seconds
+(the node listens on one topic, the data goes to another: the message names the remap to use).
+
 :class:`LossMonitor` is fed the counters once a second (the node's diagnostics timer) and returns
 the warning to log, throttled, plus the reason /diagnostics gives while silent.
 """
@@ -20,6 +23,7 @@ the warning to log, throttled, plus the reason /diagnostics gives while silent.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..transport import ENV, LARGE_CLOUD_TRANSPORTS, PACKAGE, PROFILE_FILE
@@ -28,8 +32,17 @@ from ..transport import ENV, LARGE_CLOUD_TRANSPORTS, PACKAGE, PROFILE_FILE
 WINDOW_S = 10.0
 #: Seconds a matched publisher may stay silent before the node says so.
 SILENT_S = 5.0
-#: Least seconds between two warnings about the same silence (the publisher may just be idle).
+#: Least seconds between two warnings about the same silence (the publisher may just be idle)
+#: or the same absence of publishers.
 SILENT_REPEAT_S = 60.0
+#: Seconds with no publisher matched on any input before the node says so (start-up included).
+UNMATCHED_S = 5.0
+#: Each input's relative name: the launch argument that remaps it
+#: (``launch/gpu_euclidean_cluster.launch.py``) and a usual source, for the remap hint.
+INPUT_REMAPS = {
+    "input/points": ("input_topic", "/points_raw"),
+    "input/packets": ("packets_topic", "/velodyne_packets"),
+}
 #: Fewest frames lost in a window that are warned about (a single gap is noise).
 MIN_LOST = 2
 
@@ -60,10 +73,12 @@ class LossCheck:
     Attributes:
         warning: the line to log as a warning now (None: nothing, or throttled).
         silence: while a matched publisher is silent, the reason for /diagnostics ('' otherwise).
+        unmatched: while no publisher is matched on any input, the reason for /diagnostics ('').
     """
 
     warning: str | None = None
     silence: str = ""
+    unmatched: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,30 +95,72 @@ class LossMonitor:
         topic: the input topic's resolved name (for the messages).
         fix: what to do about it (:func:`fix_hint`).
         start: monotonic time (s) at which counting began (counters 0).
+        inputs: each subscribed input's relative name (a key of :data:`INPUT_REMAPS`) and resolved
+            name (default: ``input/points`` on ``topic``).
+        unmatched_s: seconds with no publisher on any input before the node says so.
     """
 
-    def __init__(self, topic: str, fix: str, start: float) -> None:
+    def __init__(
+        self,
+        topic: str,
+        fix: str,
+        start: float,
+        inputs: Mapping[str, str] | None = None,
+        unmatched_s: float = UNMATCHED_S,
+    ) -> None:
         self.topic = topic
         self.fix = fix
+        self.inputs = dict(inputs or {"input/points": topic})
+        self.unmatched_s = unmatched_s
         #: samples since the window's start (the last warning, or start-up), oldest first
         self._samples: deque[_Sample] = deque([_Sample(start, 0, 0)])
         self._quiet_since = start  # last arrival, or when publishers (re)appeared
         self._matched_before = False
         self._silence_warned = -float("inf")
         self._last_received = 0
+        self._any_matched = start  # last time a publisher was matched on an input, or start-up
+        self._unmatched_warned = -float("inf")
 
     def update(
-        self, now: float, received: int, lost: int, publishers: int, warn_share: float
+        self,
+        now: float,
+        received: int,
+        lost: int,
+        publishers: int,
+        warn_share: float,
+        input_publishers: int | None = None,
     ) -> LossCheck:
         """The counters at monotonic time ``now``: frames received and lost (sequence gaps) since
-        start-up, publishers matched on the topic now, and the share of lost frames that is
-        warned about."""
+        start-up, publishers matched on the topic now, the share of lost frames that is warned
+        about, and publishers matched on all inputs together (default: ``publishers``)."""
         warning = self._gaps(now, received, lost, warn_share)
         silence = self._silence(now, received, publishers)
         if silence and warning is None and now - self._silence_warned >= SILENT_REPEAT_S:
             self._silence_warned = now
             warning = f"{silence}; fix {self.fix}"
-        return LossCheck(warning, silence)
+        unmatched = self._unmatched(
+            now, publishers if input_publishers is None else input_publishers
+        )
+        if unmatched and warning is None and now - self._unmatched_warned >= SILENT_REPEAT_S:
+            self._unmatched_warned = now
+            warning = unmatched
+        return LossCheck(warning, silence, unmatched)
+
+    def _unmatched(self, now: float, publishers: int) -> str:
+        if publishers:
+            self._any_matched = now
+            self._unmatched_warned = -float("inf")  # a new episode is warned about again
+            return ""
+        quiet_s = now - self._any_matched
+        if quiet_s < self.unmatched_s:
+            return ""
+        topics = " or ".join(self.inputs.values())
+        remaps = " or ".join(f"-r {name}:={INPUT_REMAPS[name][1]}" for name in self.inputs)
+        arguments = " or ".join(f"{INPUT_REMAPS[name][0]}:=..." for name in self.inputs)
+        return (
+            f"no publisher on {topics} for {quiet_s:.0f} s: remap the input (e.g. --ros-args "
+            f"{remaps}, or the launch argument {arguments})"
+        )
 
     def _gaps(self, now: float, received: int, lost: int, warn_share: float) -> str | None:
         sample = _Sample(now, received, lost)

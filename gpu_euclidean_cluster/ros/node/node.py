@@ -72,13 +72,12 @@ class EuclideanClusterNode(Node):
         gc.freeze()  # start-up's objects out of the collector's way: frames walk only their own
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._outputs = NodeOutputs(self, OUTPUT_QOS_DEPTH)  # logs which outputs it publishes
-        points = self.create_subscription(
-            PointCloud2, "input/points", self._intake.message, qos, raw=True
-        )
+        message, put = self._intake.message, self._intake.put
+        inputs = [self.create_subscription(PointCloud2, "input/points", message, qos, raw=True)]
         if sweeps is not None:
             malformed = partial(self._frames.reject, "malformed")
-            subscribe_packets(self, sweeps, qos, self._intake.put, malformed, time.monotonic)
-        self._reports = NodeDiagnostics(self, self._stats, backend, points, DIAGNOSTICS_PERIOD_S)
+            inputs.append(subscribe_packets(self, sweeps, qos, put, malformed, time.monotonic))
+        self._reports = NodeDiagnostics(self, self._stats, backend, inputs, DIAGNOSTICS_PERIOD_S)
         changed = [f"{s.name} {v!r}" for s in PARAMETERS if (v := values[s.name]) != s.default]
         but = f"the defaults but {', '.join(changed)}" if changed else "the default parameters"
         self.get_logger().info(f"clustering on {backend.name} ({backend.device}) with {but}")

@@ -120,3 +120,18 @@ def test_silent_matched_publisher_warns_with_the_reason():
     assert level == DiagnosticStatus.WARN
     assert message.startswith(silence) and "sockets_size=8MB" in message
     assert diagnostics.window_level(empty, None, 0.1, "")[0] == DiagnosticStatus.OK
+
+
+def test_no_publisher_on_the_input_warns_with_the_remap():
+    unmatched = "no publisher on /input/points for 5 s: remap the input (e.g. --ros-args ...)"
+    empty = later(received=0, processed=0)
+    assert diagnostics.window_level(empty, None, 0.1, "", unmatched) == (
+        DiagnosticStatus.WARN,
+        unmatched,
+    )
+    stamp = diagnostics.Time(sec=1)
+    report = diagnostics.diagnostics_message(
+        "n: c", empty, None, "cpu", "cpu", stamp, 0.1, "", unmatched
+    )
+    assert report.status[0].level == DiagnosticStatus.WARN
+    assert report.status[0].message == unmatched

@@ -6,6 +6,7 @@ from gpu_euclidean_cluster.ros.node.loss_monitor import (
     SILENT_REPEAT_S,
     SILENT_S,
     TRANSPORT_FIX,
+    UNMATCHED_S,
     WINDOW_S,
     LossMonitor,
     fix_hint,
@@ -78,10 +79,45 @@ def test_matched_silent_publisher_is_warned_about_then_repeated_rarely():
 
 def test_silence_needs_a_matched_publisher_and_ends_with_a_frame():
     loss = monitor()
-    assert all(not loss.update(t, 0, 0, 0, 0.1).silence for t in range(1, 20))  # nobody there
+    checks = [loss.update(t, 0, 0, 0, 0.1) for t in range(1, 20)]  # nobody there
+    assert all(not c.silence for c in checks) and all(
+        c.unmatched for c in checks[int(UNMATCHED_S) - 1 :]
+    )
     assert loss.update(20, 0, 0, 1, 0.1).silence == ""  # matched just now
     assert loss.update(25, 0, 0, 1, 0.1).warning  # 5 s matched, nothing
     assert loss.update(26, 1, 0, 1, 0.1).silence == ""  # a frame came
     assert loss.update(30, 1, 0, 1, 0.1).silence == ""
     again = loss.update(31, 1, 0, 1, 0.1)  # quiet for 5 s again: a new episode, warned again
     assert again.silence and again.warning
+
+
+def test_no_publisher_is_warned_about_with_the_remap_then_repeated_rarely():
+    loss = monitor()
+    checks = {t: loss.update(t, 0, 0, publishers=0, warn_share=0.1) for t in range(1, 100)}
+    warned = [t for t, c in checks.items() if c.warning]
+    assert warned == [UNMATCHED_S, UNMATCHED_S + SILENT_REPEAT_S]  # counted from start-up (0)
+    assert checks[warned[0]].warning == (
+        "no publisher on /points_raw for 5 s: remap the input (e.g. --ros-args "
+        "-r input/points:=/points_raw, or the launch argument input_topic:=...)"
+    )
+    assert checks[UNMATCHED_S - 1].unmatched == "" and checks[UNMATCHED_S].unmatched
+    assert not any(c.silence for c in checks.values())  # silence needs a matched publisher
+
+
+def test_a_publisher_on_any_input_ends_it_and_a_new_absence_is_warned_again():
+    inputs = {"input/points": "/input/points", "input/packets": "/input/packets"}
+    loss = LossMonitor("/input/points", "fix", start=0.0, inputs=inputs, unmatched_s=2.0)
+    assert loss.update(1, 0, 0, 0, 0.1, input_publishers=0).unmatched == ""  # grace
+    first = loss.update(2, 0, 0, 0, 0.1, input_publishers=0)
+    assert first.warning == first.unmatched
+    assert first.unmatched == (
+        "no publisher on /input/points or /input/packets for 2 s: remap the input (e.g. --ros-args "
+        "-r input/points:=/points_raw or -r input/packets:=/velodyne_packets, or the launch "
+        "argument input_topic:=... or packets_topic:=...)"
+    )
+    assert loss.update(3, 0, 0, 0, 0.1, input_publishers=0).warning is None  # throttled
+    packets_only = loss.update(4, 0, 0, publishers=0, warn_share=0.1, input_publishers=1)
+    assert packets_only.unmatched == "" and packets_only.warning is None
+    assert loss.update(5, 0, 0, 0, 0.1, input_publishers=0).unmatched == ""  # grace again
+    again = loss.update(6, 0, 0, 0, 0.1, input_publishers=0)
+    assert again.warning and again.unmatched.startswith("no publisher on /input/points or")

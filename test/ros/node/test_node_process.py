@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,12 +14,15 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
+from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
+
 from gpu_euclidean_cluster import EuclideanClusterer  # noqa: E402
 from gpu_euclidean_cluster.clusterer import cuda_available  # noqa: E402
 from gpu_euclidean_cluster.core.config import ClusterConfig  # noqa: E402
 
 from ..._node_helpers import (  # noqa: E402
     TIMEOUT_S,
+    Peer,
     cloud_message,
     connected_peer,
     decode,
@@ -102,6 +106,36 @@ def test_process_rejects_bad_frame_and_reports_it(peer):
     good = cloud_message(xyzi_array(np.ones((5, 3))), 4)
     peer.publish(good)
     assert decode(peer.wait_stamp("output/labeled_points", 4))["cluster_id"].tolist() == [-1] * 5
+
+
+def test_process_without_publisher_says_so_with_the_remap(domain_id):
+    """Nothing publishes on its input (as with the Autoware params file while a bag plays
+    /points_raw): after the grace period the node warns in its log and in /diagnostics, naming
+    the topic it listens on and the remap to use."""
+    status_name = "unconnected_node: clustering"
+    command = _command("-p", "backend:=cpu", "-r", "__node:=unconnected_node")
+    with started_node(command, domain_id) as process:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain_id)
+        peer = Peer(context, namespace=NAMESPACE, input_topic=f"{NAMESPACE}/not_its_input")
+        try:
+            report = peer.wait_for(
+                "/diagnostics",
+                lambda m: (
+                    m.status[0].name == status_name and m.status[0].level == DiagnosticStatus.WARN
+                ),
+            )
+        finally:
+            peer.close()
+            rclpy.shutdown(context=context)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+    said = (
+        rf"no publisher on {re.escape(NAMESPACE)}/input/points for \d+ s: remap the input \(e\.g\. "
+    )
+    said += r"--ros-args -r input/points:=/points_raw, or the launch argument input_topic:=\.\.\.\)"
+    assert re.fullmatch(said, report.status[0].message), report.status[0].message
+    assert re.search(r"\[WARN\].*unconnected_node\]: " + said, output), output
 
 
 def test_process_exits_cleanly_on_sigint(peer, node_process):
