@@ -13,9 +13,11 @@ Raw Velodyne packets instead of (or beside) a PointCloud2 topic, decoded inside 
 sensor_model and calibration_file given here override the params file; left empty they leave it
 alone.
 
-A params_file that is missing or unreadable stops the launch before the node starts; when the node
-exits with an error (a bad parameter, a params file it cannot parse) the launch stops with the
-reason and ros2 launch exits with status 1 (gpu_euclidean_cluster.ros.launch_files.rules).
+params_file takes a path, or the name of a file shipped in the package's config/ (the presets:
+params_file:=hdl64e, or hdl64e.param.yaml). A params_file that is missing or unreadable stops the
+launch before the node starts; when the node exits with an error (a bad parameter, a params file
+it cannot parse) the launch stops with the reason and ros2 launch exits with status 1
+(gpu_euclidean_cluster.ros.launch_files.rules).
 
 fastdds_large_clouds:=true is for a LiDAR driver (or bag player) started by the same launch, after
 this file is included: it sets FASTDDS_BUILTIN_TRANSPORTS=DEFAULT?sockets_size=8MB in the launch
@@ -43,7 +45,10 @@ PACKAGE = "gpu_euclidean_cluster"
 
 #: name -> (default, description); the default of params_file is filled in at launch time.
 ARGUMENTS = {
-    "params_file": (None, "YAML file of node parameters (presets: vlp16, hdl32e, hdl64e)"),
+    "params_file": (
+        None,
+        "YAML file of node parameters, or a shipped one by name (presets: vlp16, hdl32e, hdl64e)",
+    ),
     "input_topic": ("/points_raw", "sensor_msgs/PointCloud2 topic to cluster"),
     "namespace": ("", "namespace of the node and its topics"),
     "use_sim_time": ("false", "use /clock for ROS time (true when replaying a bag with /clock)"),
@@ -78,10 +83,13 @@ def _large_clouds(context):
 def _node(context):
     """The node, and the handler that ends the launch when it fails; sensor_model and
     calibration_file override the params file when given."""
-    from gpu_euclidean_cluster.ros.launch_files.rules import check_params_file, fail_when_node_fails
+    from gpu_euclidean_cluster.ros.launch_files.rules import fail_when_node_fails, find_params_file
 
-    params_file = context.launch_configurations["params_file"]
-    check_params_file("params_file", params_file)
+    params_file = find_params_file(
+        "params_file",
+        context.launch_configurations["params_file"],
+        get_package_share_directory(PACKAGE),
+    )
     overrides = {
         "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
     }

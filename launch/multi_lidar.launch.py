@@ -12,7 +12,8 @@ points_raw); two topics deriving the same namespace are refused (give namespaces
 read the same params_file; device_id = i % gpus spreads them over the GPUs round-robin, gpus:=auto
 counting them with CuPy (1 without CuPy or a device). The rules are in
 gpu_euclidean_cluster.ros.launch_files.multi_lidar; bad arguments stop the launch with one line
-saying why, as does a params_file that is missing or unreadable. When any node exits with an error
+saying why, as does a params_file that is missing or unreadable (a name without / is looked
+up among the package's shipped ones: params_file:=hdl64e). When any node exits with an error
 the launch stops with the reason and ros2 launch exits with status 1
 (gpu_euclidean_cluster.ros.launch_files.rules).
 """
@@ -42,7 +43,10 @@ ARGUMENTS = {
         "comma-separated namespaces, one per topic in the same order; empty: each topic's parent "
         "path segment (/sensing/lidar/top/pointcloud -> top), which must be unique",
     ),
-    "params_file": (None, "YAML file of node parameters, the same for every node"),
+    "params_file": (
+        None,
+        "YAML file of node parameters, the same for every node, or a shipped one by name (hdl64e)",
+    ),
     "gpus": (
         "auto",
         "number of GPUs to spread the nodes over (device_id = index % gpus); auto: CuPy's device "
@@ -56,13 +60,15 @@ ARGUMENTS = {
 def _nodes(context):
     """One node per input topic (gpu_euclidean_cluster.ros.launch_files.multi_lidar.plan_nodes)."""
     from gpu_euclidean_cluster.ros.launch_files.multi_lidar import describe, plan_nodes
-    from gpu_euclidean_cluster.ros.launch_files.rules import check_params_file, fail_when_node_fails
+    from gpu_euclidean_cluster.ros.launch_files.rules import fail_when_node_fails, find_params_file
 
     configurations = context.launch_configurations
     plan = plan_nodes(
         configurations["input_topics"], configurations["namespaces"], configurations["gpus"]
     )
-    check_params_file("params_file", configurations["params_file"])
+    params_file = find_params_file(
+        "params_file", configurations["params_file"], get_package_share_directory(PACKAGE)
+    )
     actions = [LogInfo(msg="multi_lidar: " + line) for line in describe(plan, NODE_NAME)]
     for lidar in plan:
         overrides = {
@@ -74,7 +80,7 @@ def _nodes(context):
             executable=NODE_NAME,
             name=NODE_NAME,
             namespace=lidar.namespace,
-            parameters=[configurations["params_file"], overrides],
+            parameters=[params_file, overrides],
             remappings=[("input/points", lidar.input_topic)],
             arguments=["--ros-args", "--log-level", configurations["log_level"]],
             output="screen",

@@ -18,8 +18,10 @@ is, reads ``input_pointcloud`` and publishes tier4_perception_msgs/DetectedObjec
   applicable (``input_map`` is unused by Autoware as well): the node is a Python process of its
   own, not a component loaded into a C++ container.
 
-A params file that is missing or unreadable stops the launch before the node starts; when the node
-exits with an error the launch stops with the reason and ``ros2 launch`` exits with status 1
+A params file given by name (no ``/``) is the package's shipped file of that name
+(``voxel_grid_based_euclidean_cluster``, ``.param.yaml`` optional). A params file that is missing
+or unreadable stops the launch before the node starts; when the node exits with an error the
+launch stops with the reason and ``ros2 launch`` exits with status 1
 (``gpu_euclidean_cluster.ros.launch_files.rules``).
 """
 
@@ -52,7 +54,8 @@ ARGUMENTS = {
     ),
     "voxel_grid_based_euclidean_param_path": (
         None,
-        "params file; Autoware's parameter names (old or new) and ours are accepted",
+        "params file, or a shipped one by name; Autoware's parameter names (old or new) and ours "
+        "are accepted",
     ),
     "algorithm": ("voxel_grid", "voxel_grid (Autoware's algorithm) or exact (every point)"),
     "use_pointcloud_container": ("false", "not applicable: the node runs as its own process"),
@@ -66,11 +69,14 @@ ARGUMENTS = {
 def _node(context):
     """The node, the handler that ends the launch when it fails, and a note when a container was
     asked for."""
-    from gpu_euclidean_cluster.ros.launch_files.rules import check_params_file, fail_when_node_fails
+    from gpu_euclidean_cluster.ros.launch_files.rules import fail_when_node_fails, find_params_file
 
     configuration = context.launch_configurations
-    params_file = configuration["voxel_grid_based_euclidean_param_path"]
-    check_params_file("voxel_grid_based_euclidean_param_path", params_file)
+    params_file = find_params_file(
+        "voxel_grid_based_euclidean_param_path",
+        configuration["voxel_grid_based_euclidean_param_path"],
+        get_package_share_directory(PACKAGE),
+    )
     overrides = {"algorithm": configuration["algorithm"]}
     if configuration["use_low_height_cropbox"].strip().lower() not in ("true", "1"):
         overrides.update(min_z=-math.inf, max_z=math.inf)

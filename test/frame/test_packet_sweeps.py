@@ -6,6 +6,8 @@ frame layer's sweeps against the library's decoder; the node's parameter checks 
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -109,3 +111,17 @@ def test_node_packet_settings_are_checked(lidar_data_dir):
     if calibration.is_file():
         values = _values(sensor_model="VLP32", calibration_file=str(calibration))
         assert packet_sweeps(values).settings.model == "VLP32"
+
+
+def test_packets_without_velodyne_msgs_say_how_to_build_them(monkeypatch):
+    from gpu_euclidean_cluster.ros.messages import BUILD_MESSAGE_PACKAGES
+    from gpu_euclidean_cluster.ros.node.packet_input import packet_sweeps, subscribe_packets
+
+    monkeypatch.setitem(sys.modules, "velodyne_msgs.msg", None)  # the import fails
+    sweeps = packet_sweeps(_values(sensor_model="VLS128"))
+    with pytest.raises(ConfigError) as refused:
+        subscribe_packets(None, sweeps, None, print, print, time.monotonic)
+    assert str(refused.value).startswith("sensor_model VLS128 needs the velodyne_msgs package (")
+    assert str(refused.value).endswith(
+        "install a ROS 2 distribution's ros-<distro>-velodyne-msgs, or " + BUILD_MESSAGE_PACKAGES
+    )

@@ -1,5 +1,10 @@
 """What every launch file of the package does to fail loudly (``launch/*.launch.py``).
 
+- :func:`find_params_file`: a params file given by name, as a shipped preset
+  (``params_file:=hdl64e`` or ``hdl64e.param.yaml``: a name without ``/`` that is no file in the
+  working directory), is the package's file of that name (its installed share ``config/``, then
+  the checkout's); a name that matches none stops the launch with one line listing the shipped
+  ones.
 - :func:`check_params_file`: a params file that is missing, not a file or unreadable stops the
   launch before any node starts, with one line naming the argument and the path (launch_ros
   itself only warns, "Parameter file path is not a file", and starts the node with defaults).
@@ -18,7 +23,13 @@ The ``launch`` API is imported inside the functions: the package imports without
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
+
+#: how a shipped params file's name ends; optional in ``params_file:=hdl64e``
+PARAMS_SUFFIX = ".param.yaml"
+#: the checkout's ``config/`` (an editable install's), searched after the installed share's
+CHECKOUT_CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
 
 
 class LaunchError(RuntimeError):
@@ -44,6 +55,33 @@ def check_params_file(argument: str, path: str) -> None:
     problem = params_file_problem(path)
     if problem:
         raise LaunchError(f"{argument}:={path} cannot be used: {problem}")
+
+
+def find_params_file(argument: str, value: str, share_dir: str) -> str:
+    """The params file that launch argument ``argument`` names, checked
+    (:func:`check_params_file`): ``value`` itself, or for a bare name (no ``/``) that is no
+    existing file, the package's shipped file of that name, :data:`PARAMS_SUFFIX` optional, from
+    ``<share_dir>/config`` (the package's share directory) or else :data:`CHECKOUT_CONFIG_DIR`.
+
+    Raises:
+        LaunchError: a bare name of no shipped file (the line lists the shipped ones), or a file
+            that is missing, not a file or unreadable.
+    """
+    if value and "/" not in value and not os.path.exists(value):
+        folders = list(dict.fromkeys([Path(share_dir) / "config", CHECKOUT_CONFIG_DIR]))
+        for folder in folders:
+            for name in (value, value + PARAMS_SUFFIX):
+                if (folder / name).is_file():
+                    return str(folder / name)
+        shipped = {
+            p.name.removesuffix(PARAMS_SUFFIX) for d in folders for p in d.glob("*" + PARAMS_SUFFIX)
+        }
+        raise LaunchError(
+            f"{argument}:={value} cannot be used: no such file, nor a params file of the package "
+            f"(by name, {PARAMS_SUFFIX} optional: {', '.join(sorted(shipped))})"
+        )
+    check_params_file(argument, value)
+    return value
 
 
 def fail_when_node_fails(node: Any) -> Any:

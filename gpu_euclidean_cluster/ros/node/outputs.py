@@ -38,6 +38,7 @@ from visualization_msgs.msg import MarkerArray
 from ...core.frame import GroupedRecords, group_records
 from ...frame import FrameOutput
 from ...pointcloud_io.pointcloud2 import RawCloud, point_bytes, read_fields, select_points
+from ..messages import BUILD_MESSAGE_PACKAGES
 from ..messages.columns import ArrayEncoder
 from ..messages.markers import MarkerEncoder
 from ..messages.object_messages import (
@@ -119,7 +120,9 @@ class NodeOutputs:
         ]
         line = f"outputs (each while it has a subscriber): {', '.join(self._topics)}"
         if unavailable:
-            line += f"; not published: {', '.join(unavailable)}"
+            line += (
+                f"; not published: {', '.join(unavailable)}; to get them, {BUILD_MESSAGE_PACKAGES}"
+            )
         node.get_logger().info(line)
 
     def groups_records(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from ...core.config import ConfigError
 from ...frame.packets import PacketSweeps, SweepCloud
 from ...pointcloud_io.velodyne import CalibrationError, DecoderSettings, sensor_model
+from ..messages import BUILD_MESSAGE_PACKAGES
 from ..parameters.velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
 
 PACKETS_TOPIC = "input/packets"
@@ -76,7 +77,8 @@ def subscribe_packets(
     except ImportError as error:
         raise ConfigError(
             f"sensor_model {sweeps.settings.model} needs the velodyne_msgs package ({error}): "
-            "from a ROS 2 distribution (ros-<distro>-velodyne-msgs) or built from source"
+            "install a ROS 2 distribution's ros-<distro>-velodyne-msgs, or "
+            + BUILD_MESSAGE_PACKAGES
         ) from None
 
     def receive(cdr: bytes) -> None:

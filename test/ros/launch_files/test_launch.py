@@ -46,14 +46,14 @@ def test_launch_file_compiles_and_declares_the_arguments():
     assert (LAUNCH_FILE.parent.parent / "config" / "gpu_euclidean_cluster.param.yaml").is_file()
 
 
-def _load_launch_module():
+def _load_launch_module(launch_file: Path = LAUNCH_FILE):
     from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
     try:
         get_package_share_directory("gpu_euclidean_cluster")
     except PackageNotFoundError:
         pytest.skip("gpu_euclidean_cluster is not installed in an ament index")
-    spec = importlib.util.spec_from_file_location("gpu_euclidean_cluster_launch", LAUNCH_FILE)
+    spec = importlib.util.spec_from_file_location("gpu_euclidean_cluster_launch", launch_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -108,3 +108,72 @@ def _overrides(node) -> dict[str, str]:
         if isinstance(entry, dict):
             overrides.update({text(k): text(v) for k, v in entry.items() if isinstance(v, tuple)})
     return overrides
+
+
+# --- params files by name (gpu_euclidean_cluster.ros.launch_files.rules.find_params_file) ------
+
+CONFIG = LAUNCH_FILE.parents[1] / "config"
+
+
+@pytest.mark.parametrize("name", ["hdl64e", "hdl64e.param.yaml", "vlp16", "hdl32e.param.yaml"])
+def test_a_preset_is_found_by_name(tmp_path, monkeypatch, name):
+    from gpu_euclidean_cluster.ros.launch_files.rules import find_params_file
+
+    monkeypatch.chdir(tmp_path)  # no file of that name here
+    share = tmp_path / "share"
+    (share / "config").mkdir(parents=True)
+    found = find_params_file("params_file", name, str(share))  # not in share: the checkout's
+    assert found == str(CONFIG / (name.removesuffix(".param.yaml") + ".param.yaml"))
+    installed = share / "config" / "hdl64e.param.yaml"
+    installed.write_text("/**:\n  ros__parameters: {}\n")
+    assert find_params_file("params_file", "hdl64e", str(share)) == str(installed)  # share first
+
+
+def test_a_path_or_a_file_here_is_taken_as_given(tmp_path, monkeypatch):
+    from gpu_euclidean_cluster.ros.launch_files.rules import LaunchError, find_params_file
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hdl64e").write_text("/**:\n  ros__parameters: {}\n")
+    assert find_params_file("params_file", "hdl64e", str(tmp_path)) == "hdl64e"  # the file here
+    given = str(tmp_path / "mine.param.yaml")
+    with pytest.raises(LaunchError, match=f"params_file:={given} cannot be used: {given}: no such"):
+        find_params_file("params_file", given, str(tmp_path))  # a path is never a preset
+
+
+def test_an_unknown_name_lists_the_shipped_params_files(tmp_path, monkeypatch):
+    from gpu_euclidean_cluster.ros.launch_files.rules import LaunchError, find_params_file
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LaunchError) as refused:
+        find_params_file("params_file", "hdl128", str(tmp_path))
+    shipped = sorted(p.name.removesuffix(".param.yaml") for p in CONFIG.glob("*.param.yaml"))
+    assert {"vlp16", "hdl32e", "hdl64e"} <= set(shipped)
+    assert str(refused.value) == (
+        "params_file:=hdl128 cannot be used: no such file, nor a params file of the package "
+        f"(by name, .param.yaml optional: {', '.join(shipped)})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("launch_file", "argument"),
+    [
+        ("gpu_euclidean_cluster.launch.py", "params_file"),
+        ("multi_lidar.launch.py", "params_file"),
+        ("voxel_grid_based_euclidean_cluster.launch.py", "voxel_grid_based_euclidean_param_path"),
+    ],
+)
+def test_the_launch_files_take_a_preset_by_name(
+    ros_tools, monkeypatch, tmp_path, launch_file, argument
+):
+    monkeypatch.setenv("AMENT_PREFIX_PATH", sys.prefix)
+    monkeypatch.chdir(tmp_path)
+    module = _load_launch_module(LAUNCH_FILE.parent / launch_file)
+    from launch_ros.actions import Node
+
+    function = getattr(module, "_node", None) or module._nodes
+    defaults = {name: default or "" for name, (default, _) in module.ARGUMENTS.items()}
+    context = SimpleNamespace(launch_configurations={**defaults, argument: "hdl64e"})
+    nodes = [a for a in function(context) if isinstance(a, Node)]
+    installed = Path(sys.prefix, "share", "gpu_euclidean_cluster", "config", "hdl64e.param.yaml")
+    files = ["".join(part.text for part in node._Node__parameters[0].param_file) for node in nodes]
+    assert files and set(files) == {str(installed)}

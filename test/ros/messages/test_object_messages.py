@@ -32,6 +32,7 @@ from gpu_euclidean_cluster.core.frame import FrameWindow, GroupedRecords, group_
 from gpu_euclidean_cluster.core.oriented_boxes import oriented_boxes  # noqa: E402
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval  # noqa: E402
 from gpu_euclidean_cluster.pointcloud_io import pointcloud2 as pc  # noqa: E402
+from gpu_euclidean_cluster.ros.messages import BUILD_MESSAGE_PACKAGES  # noqa: E402
 from gpu_euclidean_cluster.ros.messages import columns as message_columns  # noqa: E402
 from gpu_euclidean_cluster.ros.messages import object_messages as om  # noqa: E402
 from gpu_euclidean_cluster.ros.messages.cdr import same_serialization  # noqa: E402
@@ -475,6 +476,7 @@ def test_start_up_line_names_what_is_published_and_why_not(monkeypatch):
             if package in message_columns.MISSING:
                 assert f"{topic} ({package} is not installed)" in line
                 assert topic not in node.publishers
+        assert line.endswith(f"; to get them, {BUILD_MESSAGE_PACKAGES}")
         return
     assert node.lines == [f"outputs (each while it has a subscriber): {', '.join(ALL_TOPICS)}"]
     monkeypatch.setitem(message_columns.MISSING, "vision_msgs", "vision_msgs is not installed")
@@ -483,8 +485,11 @@ def test_start_up_line_names_what_is_published_and_why_not(monkeypatch):
     topics = ", ".join(t for t in ALL_TOPICS if t != "output/detections")
     assert node.lines == [
         f"outputs (each while it has a subscriber): {topics}; "
-        "not published: output/detections (vision_msgs is not installed)"
+        "not published: output/detections (vision_msgs is not installed); to get them, "
+        + BUILD_MESSAGE_PACKAGES
     ]
+    assert "colcon" in BUILD_MESSAGE_PACKAGES  # the build command and the source line
+    assert "`source $VIRTUAL_ENV/opt/msgs/setup.bash`" in BUILD_MESSAGE_PACKAGES
 
 
 def test_grouped_records_publish_the_same_objects(frame):

@@ -11,6 +11,7 @@ library's decoder cuts from those packets, with the library's cluster labels of 
 
 from __future__ import annotations
 
+import fcntl
 import threading
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import (  # noqa: E402
     read_velodyne_scans,
 )
 
-from ..._perception_msgs import perception_msgs_env  # noqa: E402
+from ..._perception_msgs import BUILD_LOCK, perception_msgs_env  # noqa: E402
 from ..._ros2_tools import BIN, Background, own_namespace, private_domain, user_env  # noqa: E402
 from ...pointcloud_io.test_velodyne_decoder import CASES  # noqa: E402
 
@@ -61,6 +62,19 @@ def msgs_env() -> dict[str, str]:
     if env is None:
         pytest.skip(reason)
     return env
+
+
+def test_message_package_builds_take_turns(msgs_env):
+    """A run of build.sh waits while another holds the lock (built already: it then takes 0.1 s)."""
+    results = []
+    build = threading.Thread(target=lambda: results.append(perception_msgs_env.__wrapped__()))
+    with open(BUILD_LOCK, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        build.start()
+        build.join(2.0)
+        assert build.is_alive() and not results, "build.sh ran while another run held the lock"
+    build.join(TIMEOUT_S)
+    assert len(results) == 1 and results[0][0] is not None, results
 
 
 def expected_sweeps(
