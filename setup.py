@@ -4,6 +4,7 @@ from glob import glob
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 PACKAGE = "gpu_euclidean_cluster"
@@ -12,6 +13,11 @@ HERE = Path(__file__).resolve().parent
 
 #: console scripts that ``ros2 run`` / launch_ros start, through the wrappers in libexec/
 ROS_EXECUTABLES = ["euclidean_cluster_node", "replay"]
+#: the top-level module that puts the venv on AMENT_PREFIX_PATH at interpreter start, and the
+#: .pth file in site-packages whose one line runs it (see the module's docstring)
+AMENT_HOOK = "_gpu_euclidean_cluster_ament"
+AMENT_PTH = f"{PACKAGE}_ament.pth"
+AMENT_PTH_LINE = f"import {AMENT_HOOK}; {AMENT_HOOK}.add_this_prefix()\n"
 
 
 class AmentDistribution(Distribution):
@@ -25,6 +31,35 @@ class AmentDistribution(Distribution):
 
     def has_data(self) -> bool:
         return self.has_data_files()
+
+
+class BuildPyWithAmentPth(build_py):
+    """Also write :data:`AMENT_PTH` at the root of what goes into site-packages.
+
+    That is ``build_lib`` for a wheel (``pip install .``) and ``setup.py install`` (colcon, where
+    it lands in the install space's site-packages, which Python does not scan for ``.pth`` files:
+    there ``install/setup.bash`` sets ``AMENT_PREFIX_PATH``). A PEP 660 editable wheel
+    (``pip install -e .``) carries none of ``build_lib``'s files; in that build the file goes
+    straight into the wheel's root, the ``install_lib`` that setuptools' ``editable_wheel`` sets.
+    """
+
+    def run(self) -> None:
+        super().run()
+        folder = Path(self._pth_folder())
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / AMENT_PTH).write_text(AMENT_PTH_LINE, encoding="utf-8")
+
+    def _pth_folder(self) -> str:
+        if self.editable_mode:
+            return self.get_finalized_command("install").install_lib
+        return self.build_lib
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        """The built files, the ``.pth`` file included (``install --record`` lists it)."""
+        outputs = super().get_outputs(include_bytecode)
+        if self.editable_mode:
+            return outputs
+        return [*outputs, str(Path(self.build_lib, AMENT_PTH))]
 
 
 ROS_WHEELS = [
@@ -46,6 +81,7 @@ setup(
     python_requires=">=3.10",
     # the library only: benchmarks/ (run from a checkout, `python -m benchmarks`) and test/ stay out
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    py_modules=[AMENT_HOOK],
     package_data={
         PACKAGE: [
             "cuda/kernels/*.cu",
@@ -55,6 +91,7 @@ setup(
         ]
     },
     distclass=AmentDistribution,
+    cmdclass={"build_py": BuildPyWithAmentPth},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         # ros2 run / launch_ros find executables in <prefix>/lib/<package>/ (see libexec/)

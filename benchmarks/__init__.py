@@ -25,6 +25,7 @@ Modules, one concept each:
 - :mod:`.node_bench`, :mod:`.node_driver`: end-to-end latency of the ROS node.
 - :mod:`.publish_cost`: what publishing the node's outputs costs in Python.
 - :mod:`.stage_split`: the GPU graphs' steps timed stage by stage.
+- :mod:`.large_clouds`: 2 M and 8 M points through plain and page-locked staged host transfers.
 
 The node's robustness under floods, a soak, malformed messages and hostile input is a test suite
 (``test/robustness/``, ``python -m test.robustness``): it imports these records, never the reverse.

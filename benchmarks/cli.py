@@ -15,6 +15,8 @@ benchmarks are no part of the installed package. Sub-commands (each writes into 
   scenes, with Autoware's own library as a peer when ``--peer`` names it.
 - ``ai-pipeline``: Autoware.ai's pipeline (ground, bands, merging, boxes) in the frame layer on one
   frame, stage by stage and end to end, CUDA and CPU in one run.
+- ``large-clouds``: 2 M and 8 M points NumPy in, labels out, through plain and through page-locked
+  staged transfers in one run: host to device, work and device to host, median and p99.
 - ``plot`` / ``targets``: redraw the figures / re-check the targets from the files in DIR.
 
 Expected failures (a bad option, a missing runtime, a driver that failed) print one line,
@@ -178,9 +180,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
 
     from .ai_pipeline import add_parser as add_ai_pipeline
     from .autoware_compare import add_parser as add_autoware
+    from .large_clouds import add_parser as add_large_clouds
 
     add_autoware(sub)
     add_ai_pipeline(sub)
+    add_large_clouds(sub)
 
 
 def _add_output_option(parser: argparse.ArgumentParser) -> None:

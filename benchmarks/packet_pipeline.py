@@ -5,13 +5,17 @@ serialized as the node receives it and run through the node's path, per message,
 stage over ``--repeats`` passes of the whole bag:
 
 - ``parse``: the CDR bytes to packets (``scan_from_cdr``);
-- ``decode``: packets to the completed sweeps (``PacketSweeps.feed_scan``: decoding on the backend's
-  device, sweep cutting on the host);
-- ``frame``: each sweep through ``FramePipeline.process`` (to the GPU, cluster, labelled payload
-  and cluster table back).
+- ``decode``: packets to the completed sweeps (``PacketSweeps.feed_scan``: decoding and sweep
+  cutting on the backend's device, the sweep kept there on the GPU);
+- ``frame``: each sweep through ``FramePipeline.process`` (cluster, labelled payload and cluster
+  table back).
 
-Medians and p99 (ms) per message that completes a sweep, for the CPU and CUDA backends side by
-side in one run (the CUDA rows are skipped with a message without CuPy).
+Medians and p99 (ms) per message that completes a sweep, side by side in one run for three
+paths: ``cpu`` (the CPU backend), ``cuda`` (the node's path on the CUDA backend) and
+``cuda-host-cut``, the CUDA path before sweeps stayed on the device (GPU decoding, the sweep
+brought back and cut on the host, its payload copied up again by the frame codec), kept here as
+the baseline the GPU cutting is measured against. The CUDA rows are skipped with a message
+without CuPy.
 
     python -m benchmarks.packet_pipeline --output packet_pipeline.json   # from the repo root
 """
@@ -22,16 +26,23 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from gpu_euclidean_cluster.clusterer import cuda_available, make_backend
+from gpu_euclidean_cluster.clusterer import Backend, cuda_available, make_backend
 from gpu_euclidean_cluster.core.config import ClusterConfig
 from gpu_euclidean_cluster.frame import FramePipeline, FrameWindow
-from gpu_euclidean_cluster.frame.packets import PacketSweeps
-from gpu_euclidean_cluster.pointcloud_io.velodyne import read_velodyne_scans
+from gpu_euclidean_cluster.frame.packets import PacketSweeps, SweepCloud, sweep_cloud
+from gpu_euclidean_cluster.pointcloud_io.velodyne import (
+    DecoderSettings,
+    SweepDecoder,
+    VelodyneScanMessage,
+    load_calibration,
+    read_velodyne_scans,
+)
 from gpu_euclidean_cluster.pointcloud_io.velodyne.cdr import scan_from_cdr, scan_to_cdr
 
 from .stats import median, p99
@@ -40,7 +51,8 @@ from .velodyne_decode import BAGS, nebula_dir
 
 @dataclass
 class StageRow:
-    """One bag on one backend: per sweep-completing message, each stage's median and p99 (ms)."""
+    """One bag on one path (``backend``: a :data:`PATHS` name): per sweep-completing message,
+    each stage's median and p99 (ms)."""
 
     bag: str
     backend: str
@@ -57,21 +69,51 @@ class StageRow:
     total_p99_ms: float
 
 
-def measure(bag: str, backend_name: str, data: Path, repeats: int) -> StageRow:
+#: The stages timed, in order.
+STAGES = ("parse", "decode", "frame", "total")
+
+#: The paths measured: the backend each runs on.
+PATHS = {"cpu": "cpu", "cuda-host-cut": "cuda", "cuda": "cuda"}
+
+
+def host_cut_sweeps(calibration: Path, settings: DecoderSettings, backend: Backend) -> Callable:
+    """``feed_scan`` of the baseline path: the GPU decodes (``CudaPacketDecoder.decode_with``,
+    the sweep brought back), the host cuts, the cloud's payload is host memory."""
+    from gpu_euclidean_cluster.cuda.codecs.velodyne import CudaPacketDecoder
+
+    loaded = load_calibration(calibration)
+    gpu = CudaPacketDecoder(loaded, settings, backend.device_id)
+    decoder = SweepDecoder(loaded, settings, decode=gpu.decode_with)
+
+    def feed_scan(scan: VelodyneScanMessage) -> list[SweepCloud]:
+        frame_id = scan.frame_id or settings.frame_id
+        return [
+            SweepCloud(sweep_cloud(sweep.points), sweep.stamp_ns, frame_id)
+            for sweep in decoder.feed(scan.packets, scan.packet_seconds)
+        ]
+
+    return feed_scan
+
+
+def measure(bag: str, path: str, data: Path, repeats: int) -> StageRow:
     folder, settings, calibration = BAGS[bag]
     messages = [scan_to_cdr(s) for s in read_velodyne_scans(data / bag / folder)]
-    backend = make_backend(backend_name)
+    backend = make_backend(PATHS[path])
     pipeline = FramePipeline(backend, copy_output=False)
     config, window = ClusterConfig(d_th=0.5), FrameWindow()
     stages: dict[str, list[float]] = {"parse": [], "decode": [], "frame": [], "total": []}
     sizes = []
     for rep in range(repeats + 1):  # the first pass warms up (kernels, memory pool)
-        sweeps = PacketSweeps(data / "calibration" / calibration, settings, backend)
+        calibration_file = data / "calibration" / calibration
+        if path == "cuda-host-cut":
+            feed_scan = host_cut_sweeps(calibration_file, settings, backend)
+        else:
+            feed_scan = PacketSweeps(calibration_file, settings, backend).feed_scan
         for cdr in messages:
             start = time.perf_counter()
             scan = scan_from_cdr(cdr)
             parsed = time.perf_counter()
-            done = sweeps.feed_scan(scan)
+            done = feed_scan(scan)
             decoded = time.perf_counter()
             for sweep in done:
                 pipeline.process(sweep.cloud, config, window)
@@ -87,7 +129,7 @@ def measure(bag: str, backend_name: str, data: Path, repeats: int) -> StageRow:
                     stages[name].append(value * 1e3)  # fmt: skip
     return StageRow(
         bag=bag,
-        backend=backend.name,
+        backend=path,
         device=backend.device,
         sweeps=len(stages["total"]) // max(repeats, 1),
         points_per_sweep=int(np.median(sizes)) if sizes else 0,
@@ -109,17 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bags", default="vls128,vlp32,vlp16", help="comma-separated bag folders")
     args = parser.parse_args(argv)
     data = nebula_dir(args.data)
-    backends = ["cpu"] + (["cuda"] if cuda_available() else [])
-    if len(backends) == 1:
+    paths = list(PATHS) if cuda_available() else ["cpu"]
+    if len(paths) == 1:
         print("CUDA rows skipped: CuPy finds no CUDA device", file=sys.stderr)
-    rows = [measure(bag, b, data, args.repeats) for bag in args.bags.split(",") for b in backends]
-    print("bag      backend  points   parse           decode            frame             total")
+    rows = [measure(bag, p, data, args.repeats) for bag in args.bags.split(",") for p in paths]
+    print(f"{'bag':8} {'path':14} {'points':7} " + " ".join(f"{s:15}" for s in STAGES))
     for r in rows:
         cells = [
             f"{getattr(r, f'{stage}_median_ms'):7.3f}/{getattr(r, f'{stage}_p99_ms'):7.3f}"
-            for stage in ("parse", "decode", "frame", "total")
+            for stage in STAGES
         ]
-        print(f"{r.bag:8} {r.backend:7} {r.points_per_sweep:7d} " + " ".join(cells))
+        print(f"{r.bag:8} {r.backend:14} {r.points_per_sweep:7d} " + " ".join(cells))
     print("(median/p99 ms per sweep-completing message)")
     if args.output:
         args.output.write_text(json.dumps([asdict(r) for r in rows], indent=1))

@@ -28,6 +28,7 @@ from .core.result import ClusterResult, Labelling
 from .core.scan_search import check_rings
 from .core.timing import StageClock
 from .core.work import WorkEstimate, WorkTooLargeError, examined_pairs, needs_estimate
+from .pointcloud_io.velodyne.sweeps import SweepDecoder
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,14 @@ class Backend(Protocol):
     name: str
     device: str
 
-    def to_device(self, points: Any) -> Any:
-        """The (N, 3) float32 array on this backend's device."""
+    def to_device(self, array: Any, dtype: Any = None) -> Any:
+        """``array`` on this backend's device: C-contiguous in ``dtype`` where given (values
+        beyond its range become inf), its own dtype otherwise. Large NumPy arrays may cross in
+        chunks through page-locked memory, cast on the way (``cuda/staging.py``)."""
+
+    def to_host(self, array: Any) -> np.ndarray:
+        """A NumPy array of ``array``, an array on this backend's device: a new one copied from
+        the GPU, the array itself on the host."""
 
     def synchronize(self) -> None:
         """Wait for queued device work (for honest stage timings)."""
@@ -73,10 +80,11 @@ class Backend(Protocol):
         for bit."""
 
     def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
-        """The whole call for C-contiguous float32 (N, 3) ``points`` (any values; ``mask`` None
-        or a boolean (N,) array) in one submission to the device, where this backend offers one
-        for ``config`` (CUDA: a captured graph per size bucket); None: the clusterer runs the
-        stages one by one. The labels equal the staged path's."""
+        """The whole call for (N, 3) ``points`` of any real dtype and strides, computed in
+        float32 (any values; ``mask`` None or a boolean (N,) array) in one submission to the
+        device, where this backend offers one for ``config`` (CUDA: a captured graph per size
+        bucket); None: the clusterer runs the stages one by one. The labels equal the staged
+        path's, on the device of ``points``."""
 
     def number_clusters(
         self, components: Any, min_size: int, max_size: int
@@ -111,10 +119,10 @@ class Backend(Protocol):
         """Point pairs the neighbour search of ``method`` examines per second here (measured on
         real frames, rounded down), for ``core.work``'s estimates."""
 
-    def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
-        """Velodyne packets decoded on this backend's device: a callable with
-        ``pointcloud_io.velodyne.packets.decode_packets``' signature and host result, for
-        ``SweepDecoder(decode=...)``."""
+    def sweep_decoder(self, calibration: Any, settings: Any) -> SweepDecoder:
+        """Velodyne packets decoded and cut into sweeps on this backend's device: a
+        ``pointcloud_io.velodyne.sweeps.SweepDecoder`` (on the GPU, one whose sweeps stay
+        there)."""
 
     def frame_codec(self) -> FrameCodec:
         """A new PointCloud2 frame codec on this backend's device (the contract
@@ -164,8 +172,9 @@ def make_backend(name: str = DEFAULT_BACKEND, device_id: int = 0) -> Backend:
     return CpuBackend()
 
 
-def as_points(points: Any) -> Any:
-    """Validate an (N, 3) array of coordinates and return it as C-contiguous float32.
+def checked_points(points: Any) -> Any:
+    """Validate an (N, 3) array of coordinates and return it as an array of its module (NumPy or
+    CuPy), its dtype and strides as given: the backend converts it on the way to its device.
 
     Raises:
         ValueError: wrong shape or a non-numeric dtype.
@@ -176,6 +185,17 @@ def as_points(points: Any) -> Any:
         raise ValueError(f"points must be an (N, 3) array of x, y, z; got shape {points.shape}")
     if points.dtype.kind not in "fiu":
         raise ValueError(f"points must be numeric; got dtype {points.dtype}")
+    return points
+
+
+def as_points(points: Any) -> Any:
+    """Validate an (N, 3) array of coordinates and return it as C-contiguous float32.
+
+    Raises:
+        ValueError: wrong shape or a non-numeric dtype.
+    """
+    points = checked_points(points)
+    xp = array_module(points)
     with np.errstate(over="ignore"):  # beyond float32's range: inf, i.e. non-finite, label -1
         return xp.ascontiguousarray(points, dtype=xp.float32)
 
@@ -216,7 +236,7 @@ class EuclideanClusterer:
         """
         config = self.config
         host_input = array_module(points) is np
-        points = as_points(points)
+        points = checked_points(points)  # converted to float32 on the way to the device
         mask = None if mask is None else _as_mask(mask, points)
         if self.whole_call:
             whole = self.backend.cluster_whole(points, mask, config)
@@ -224,7 +244,7 @@ class EuclideanClusterer:
                 return whole
         clock = StageClock(self.backend.synchronize)
         with clock("transfer_in"):
-            device_points = self.backend.to_device(points)
+            device_points = self.backend.to_device(points, np.float32)
             device_mask = None if mask is None else self.backend.to_device(_as_mask(mask, points))
             device_rings = (
                 self.backend.to_device(check_rings(rings, int(points.shape[0])))
@@ -258,8 +278,8 @@ class EuclideanClusterer:
             labels = xp.full(device_points.shape[0], -1, dtype=xp.int32)
             labels[valid_index] = valid_labels
         with clock("transfer_out"):
-            if host_input and xp is not np:
-                labels = labels.get()
+            if host_input:
+                labels = self.backend.to_host(labels)
         return ClusterResult(
             labels=labels,
             cluster_sizes=sizes,

@@ -22,11 +22,12 @@ import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
 from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
@@ -136,9 +137,17 @@ def diagnostic_values(msg: DiagnosticArray) -> dict[str, str]:
 class Peer:
     """A node that publishes input clouds and records every output, spun in its own thread.
 
+    Each node (the peer's, and ``nodes``) has an executor and a thread of its own, which runs its
+    callbacks one at a time, as ``rclpy.spin`` runs the node's in its own process; the nodes run
+    side by side. :meth:`close` stops and joins these threads before it shuts the executors down:
+    ``Executor.shutdown`` destroys the executor's guard condition without waiting for the thread
+    that spins it, and a callback still running there would fail on it (``InvalidHandle: cannot
+    use Destroyable because destruction was requested``, in that thread or, with a
+    ``MultiThreadedExecutor``, in its pool).
+
     Args:
         context: the rclpy context (already initialised).
-        nodes: further nodes to spin in the same executor (e.g. the node under test).
+        nodes: further nodes to spin, each in a thread of its own (e.g. the node under test).
         namespace: the node under test's namespace; the peer's own node lives there too, so its
             relative topic and node names (``set_parameters("euclidean_cluster_node", ...)``)
             resolve to the node under test.
@@ -162,11 +171,24 @@ class Peer:
         self.publisher = self.node.create_publisher(
             PointCloud2, input_topic or "input/points", input_qos
         )
-        self.executor = MultiThreadedExecutor(context=context)
+        #: done when :meth:`close` asks the spinning threads to stop (it wakes their executors)
+        self._stop: Future = Future()
+        self._executors: list[SingleThreadedExecutor] = []
+        self._threads: list[threading.Thread] = []
         for node in (self.node, *nodes):
-            self.executor.add_node(node)
-        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self._thread.start()
+            executor = SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            thread = threading.Thread(
+                target=self._spin, args=(executor,), name=f"spin {node.get_name()}", daemon=True
+            )
+            self._executors.append(executor)
+            self._threads.append(thread)
+            thread.start()
+
+    def _spin(self, executor: SingleThreadedExecutor) -> None:
+        """Run ``executor``'s callbacks until :meth:`close` (or the context's shutdown)."""
+        with contextlib.suppress(ExternalShutdownException):
+            executor.spin_until_future_complete(self._stop)
 
     def _recorder(self, topic: str) -> Callable[[Any], None]:
         def record(msg: Any) -> None:
@@ -237,9 +259,17 @@ class Peer:
         return self._clients[target]
 
     def close(self) -> None:
-        """Stop spinning and destroy the peer node."""
-        self.executor.shutdown()
-        self._thread.join(TIMEOUT_S)
+        """Stop the spinning threads and wait for them (no callback runs any more), then shut
+        the executors down and destroy the peer node."""
+        self._stop.set_result(None)
+        for thread in self._threads:
+            thread.join(TIMEOUT_S)
+            if thread.is_alive():
+                raise RuntimeError(
+                    f"thread {thread.name!r} still spins {TIMEOUT_S:g} s after close"
+                )
+        for executor in self._executors:
+            executor.shutdown()
         self.node.destroy_node()
 
 

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 
 from ..ros.parameters.option_values import OneLineParser, one_line
 from ..ros.replay.replay import ReplayError
-from . import cluster, demo, make_bag, replay, simulate
+from . import cluster, demo, make_bag, replay, simulate, view
 from .errors import CommandError
 
-COMMANDS = (cluster, simulate, make_bag, replay, demo)
+COMMANDS = (cluster, simulate, make_bag, replay, demo, view)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,13 @@
 Prints a human summary (points, clusters, largest sizes, backend, per-stage timings) or, with
 ``--json``, exactly one JSON object on stdout; ``--labels-out`` writes the int32 labels, one per
 point of the file in file order, as raw little-endian ``np.int32`` (read back with
-``np.fromfile(path, np.int32)``).
+``np.fromfile(path, np.int32)``); ``--png`` draws a bird's-eye picture of the clusters and their
+oriented boxes (``tools/birdseye.py``).
+
+A run that lasts more than a second shows its stages (reading, clustering, writing, drawing) on
+a progress line on stderr when stderr is a terminal (``--progress``: also when piped;
+``--no-progress``: never). The library reports no progress within the clustering call, so the
+line names the stage running and its elapsed time, never a percentage.
 
 Option values are checked here rather than by argparse so that every bad value gives the
 one-line error of ``cli.main`` (argparse would add its usage text).
@@ -15,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..core.config import (
@@ -105,7 +112,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--labels-out", metavar="PATH", help="write the labels as raw int32, one per point"
     )
+    parser.add_argument(
+        "--png",
+        metavar="OUT.png",
+        help="draw a bird's-eye PNG: clusters coloured, noise grey, each cluster's oriented box, "
+        "a scale bar",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="name the stage running on stderr: from the start, also when piped (default: when "
+        "stderr is a terminal and the run lasts over a second); --no-progress: never",
+    )
     parser.set_defaults(run=run)
 
 
@@ -115,29 +135,47 @@ def run(args: argparse.Namespace) -> int:
     from ..core.memory import StructureTooLargeError, host_memory_budget
     from ..core.work import WorkTooLargeError
     from ..pointcloud_io import detect_format, load_points
+    from ..tools.progress import StageProgress
 
     config = config_from_args(args)
     fmt = args.format or detect_format(args.file)
     if fmt not in FORMATS:
         raise CommandError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if args.labels_out:
-        check_writable(args.labels_out)
-    cloud = load_points(args.file, fmt, max_bytes=host_memory_budget())
-    if len(cloud.xyz) == 0:
-        log.warning("%s holds no points: nothing to cluster", args.file)
-    rings = file_rings(cloud, args.file) if config.search == "scan" else None
-    clusterer = EuclideanClusterer(config, backend=args.backend)
-    try:
-        result = clusterer.cluster(cloud.xyz, rings=rings)
-    except (StructureTooLargeError, WorkTooLargeError) as error:
-        raise CommandError(str(error)) from None
-    except MemoryError as error:
-        raise CommandError(
-            f"out of memory clustering {len(cloud.xyz)} points at d_th {config.d_th} m with "
-            f"method {config.method} ({type(error).__name__}: {error})"
-        ) from None
-    if args.labels_out:
-        write_labels(args.labels_out, result.labels)
+    outputs = {"--labels-out": args.labels_out, "--png": args.png}
+    for option, path in outputs.items():
+        if path:
+            check_writable(path, option, args.file)
+    if args.labels_out and args.png and _same_file(args.labels_out, args.png):
+        raise CommandError(f"{args.png}: --png and --labels-out name the same file")
+    forced = args.progress is not None
+    stages = 2 + sum(bool(path) for path in outputs.values())
+    enabled = args.progress if forced else sys.stderr.isatty()
+    with StageProgress(stages, enabled=enabled, delay_s=0.0 if forced else 1.0) as progress:
+        progress.stage(f"reading {args.file}")
+        cloud = load_points(args.file, fmt, max_bytes=host_memory_budget())
+        if len(cloud.xyz) == 0:
+            log.warning("%s holds no points: nothing to cluster", args.file)
+        rings = file_rings(cloud, args.file) if config.search == "scan" else None
+        clusterer = EuclideanClusterer(config, backend=args.backend)
+        progress.stage(
+            f"clustering {len(cloud.xyz)} points on the {clusterer.backend.name} backend "
+            f"(method {config.method}, search {config.search}, d_th {config.d_th:g} m)"
+        )
+        try:
+            result = clusterer.cluster(cloud.xyz, rings=rings)
+        except (StructureTooLargeError, WorkTooLargeError) as error:
+            raise CommandError(str(error)) from None
+        except MemoryError as error:
+            raise CommandError(
+                f"out of memory clustering {len(cloud.xyz)} points at d_th {config.d_th} m with "
+                f"method {config.method} ({type(error).__name__}: {error})"
+            ) from None
+        if args.labels_out:
+            progress.stage(f"writing the labels to {args.labels_out}")
+            write_labels(args.labels_out, result.labels)
+        if args.png:
+            progress.stage(f"drawing {args.png}")
+            write_png(args.png, args.file, cloud, config, result)
     report = build_report(args, fmt, config, cloud, result)
     print(json.dumps(report) if args.json else format_report(report))
     return 0
@@ -203,13 +241,28 @@ def _parameter_value(name: str, given: object) -> object:
         raise CommandError(f"{option} must be {what}, got {given!r}") from None
 
 
-def check_writable(path: str) -> None:
-    """Fail before clustering when ``path`` cannot be created (missing folder, a directory)."""
+#: What each output option writes, for its errors.
+_OUTPUT_NAMES = {"--labels-out": "the labels", "--png": "the PNG"}
+
+
+def check_writable(path: str, option: str, source: str) -> None:
+    """Fail before clustering when the output ``path`` of ``option`` cannot be created (missing
+    folder, a directory) or is the input file ``source``."""
+    what = _OUTPUT_NAMES[option]
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
-        raise CommandError(f"{path}: cannot write the labels: no folder {folder}")
+        raise CommandError(f"{path}: cannot write {what}: no folder {folder}")
     if os.path.isdir(path):
-        raise CommandError(f"{path}: cannot write the labels: is a directory")
+        raise CommandError(f"{path}: cannot write {what}: is a directory")
+    if _same_file(path, source):
+        raise CommandError(f"{path}: {option} names the input file; not overwriting it")
+
+
+def _same_file(first: str, second: str) -> bool:
+    """Whether two paths name one file (hard and symbolic links included)."""
+    if os.path.exists(first) and os.path.exists(second):
+        return os.path.samefile(first, second)
+    return os.path.realpath(first) == os.path.realpath(second)
 
 
 def write_labels(path: str, labels: Any) -> None:
@@ -220,6 +273,22 @@ def write_labels(path: str, labels: Any) -> None:
         np.asarray(labels).astype("<i4", copy=False).tofile(path)
     except OSError as error:
         raise OSError(f"{path}: cannot write the labels: {error.strerror or error}") from None
+
+
+def write_png(
+    path: str, source: str, cloud: Cloud, config: ClusterConfig, result: ClusterResult
+) -> None:
+    """The bird's-eye PNG of ``result``, titled with the file, method, search, d_th and count."""
+    from ..tools.birdseye import write_birdseye_png
+
+    title = (
+        f"{os.path.basename(source)}: {result.num_clusters} clusters at d_th {config.d_th:g} m "
+        f"({result.method}, search {result.search}, {result.backend})"
+    )
+    try:
+        write_birdseye_png(path, cloud.xyz, result.labels, title=title)
+    except OSError as error:
+        raise OSError(f"{path}: cannot write the PNG: {error.strerror or error}") from None
 
 
 def build_report(
@@ -242,6 +311,7 @@ def build_report(
             None if config.max_cluster_size == UNLIMITED_CLUSTER_SIZE else config.max_cluster_size
         ),
         labels_out=args.labels_out,
+        png=args.png,
     )
     return report
 
@@ -266,4 +336,6 @@ def format_report(report: dict[str, Any]) -> str:
     ]
     if report["labels_out"]:
         lines.append(f"labels    {report['labels_out']} (int32, {report['points']} values)")
+    if report["png"]:
+        lines.append(f"picture   {report['png']}")
     return "\n".join(lines)

@@ -5,6 +5,8 @@
    and the ros2 CLI are installed, otherwise as a process of its own) and the ``replay`` tool.
 3. Prints one line per clustered frame (points, clusters, end-to-end latency) and a summary, and
    writes a bird's-eye PNG of one frame coloured by cluster beside the simulator's ground truth.
+   The panels share colours by object: a cluster has the colour of the ground-truth object that
+   holds most of its points (``tools.birdseye.object_colour_keys``).
 
 Without a CUDA device the node runs on the CPU backend and the demo says so.
 """
@@ -54,6 +56,8 @@ MIN_OBJECT_POINTS = 10
 #: Default replay rate without CUDA: a 10 Hz sensor at 3 Hz, so that the CPU node (about 0.1 s a
 #: 126 k-point frame, receive to publish, sharing the cores with the replay) keeps up.
 CPU_RATE = 0.3
+#: Half-width of the bird's-eye view (m): the street scene around the sensor.
+VIEW_EXTENT_M = 40.0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -326,7 +330,8 @@ def summarise(reports: list[FrameReport], sent: int, backend: str) -> str:
 def write_png(
     paths: DemoPaths, reports: list[FrameReport], scans: dict[int, Scan], sensor: str
 ) -> Path:
-    """Bird's-eye PNG of the last clustered frame beside its ground truth."""
+    """Bird's-eye PNG of the last clustered frame beside its ground truth, a cluster coloured as
+    the object it mostly covers."""
     from ..tools.birdseye import write_birdseye_png
 
     report = next(
@@ -348,6 +353,7 @@ def write_png(
         scan.object_id,
         title=f"{sensor} frame {index + 1}: {report.clusters} clusters "
         f"(ground below +{GROUND_CLEARANCE_M} m removed)",
+        extent_m=VIEW_EXTENT_M,
     )
 
 

@@ -42,7 +42,8 @@ DEFAULT_BACKEND: BackendName = "auto"
 UNLIMITED_CLUSTER_SIZE = INT32_MAX
 
 #: Seconds of neighbour search a configuration may be estimated to take before the library
-#: refuses it (``core/work.py``): far beyond any frame rate, short of a silent minute.
+#: refuses it (``core/work.py``): far beyond any frame rate, short of a silent minute. Also the
+#: library's bound of a RANSAC ground fit (``GroundSettings.max_work_s``, ``core/ground.py``).
 DEFAULT_MAX_WORK_S = 10.0
 
 #: Threads per block of the matrix-based method (the paper's ``b``): points merged by

@@ -34,17 +34,26 @@ Rules:
 
 Ground points are not clustered: a stage clears them from the frame's mask, so they get label -1
 like every other unclustered point, and the ground output tells them apart.
+
+Work bound: the fit tests up to ``iterations x points`` distances (``core/work.py``'s
+:class:`~.work.GroundWorkEstimate`, at the rate its twin declares). Where that is estimated over
+``max_work_s``, :func:`bounded_settings` keeps the first hypotheses that fit in it (rule 2 draws
+hypothesis ``h`` alone, so the fit of the first ``K`` is exactly the fit with ``iterations = K``,
+on either twin) and says so in one line: the frame is still fitted and published, its plane the
+best of fewer hypotheses. The cap follows the backend's rate, so a GPU keeps more hypotheses than
+the CPU under the same bound.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from .config import ConfigError
+from .config import DEFAULT_MAX_WORK_S, ConfigError
+from .work import GroundWorkEstimate, affordable_hypotheses
 
 #: SplitMix64's constants (Steele, Lea & Flood, OOPSLA'14): the golden-ratio increment and the
 #: two multipliers of its finaliser. Passed to ``cuda/kernels/stages/ground.cu`` with ``-D``.
@@ -66,12 +75,17 @@ class GroundSettings:
             not ground.
         iterations: plane hypotheses drawn.
         seed: the hash's seed (an integer in [0, 2**64)); another seed draws other hypotheses.
+        max_work_s: seconds the fit may be estimated to take (``core/work.py``: hypotheses x
+            points at the twin's declared rate, known before any hypothesis is drawn); over it
+            only the first hypotheses that fit are drawn, with a reason
+            (:func:`bounded_settings`). None: no bound. The node's ``ground_max_work_s``.
     """
 
     distance_threshold: float = 0.2
     max_slope_deg: float = 10.0
     iterations: int = 256
     seed: int = 0
+    max_work_s: float | None = DEFAULT_MAX_WORK_S
 
     def __post_init__(self) -> None:
         for problem in ground_problems(self):
@@ -102,7 +116,27 @@ def ground_problems(settings: GroundSettings) -> list[str]:
     seed = settings.seed
     if not _is_int(seed) or not 0 <= seed < 1 << 64:
         problems.append(f"seed must be an integer in [0, 2**64), got {seed!r}")
+    work = settings.max_work_s
+    if work is not None and (not _is_real(work) or not math.isfinite(work) or work <= 0):
+        problems.append(f"max_work_s must be a finite number of seconds > 0 or None, got {work!r}")
     return problems
+
+
+def bounded_settings(
+    settings: GroundSettings, estimate: GroundWorkEstimate
+) -> tuple[GroundSettings, str | None]:
+    """``settings`` as the fit runs them under their own ``max_work_s``, given the twin's
+    ``estimate`` of all their hypotheses: unchanged (reason None) within the bound, else with
+    ``iterations`` capped to the hypotheses that fit in it, and the reason in one line."""
+    limit = settings.max_work_s
+    if limit is None or estimate.seconds <= limit:
+        return settings, None
+    capped = affordable_hypotheses(estimate, limit)
+    reason = (
+        f"ground removal: {estimate.describe()}, over ground_max_work_s {limit:g} s; plane "
+        f"fitted with the first {capped} hypotheses only (as ground_iterations {capped} gives)"
+    )
+    return replace(settings, iterations=capped), reason
 
 
 @dataclass(frozen=True)
@@ -116,12 +150,15 @@ class GroundFit:
             ``n . p + d = 0``), or None when no hypothesis was accepted.
         inliers: ground points (the best hypothesis's score), 0 without a plane.
         hypothesis: index of the best hypothesis, -1 without a plane.
+        fallback_reason: why the fit drew fewer hypotheses than its settings ask for (its work
+            bound, :func:`bounded_settings`), or None.
     """
 
     mask: Any
     plane: tuple[float, float, float, float] | None
     inliers: int
     hypothesis: int
+    fallback_reason: str | None = None
 
 
 def mix(values: np.ndarray) -> np.ndarray:

@@ -9,6 +9,13 @@ search, naming the fast choice. ``auto`` and ``union_find`` with range search co
 never estimated. The companion papers' searches (``kdtree``, ``scan``) test about the neighbour
 pairs themselves, which the voxel grid's candidate pairs bound: they are estimated as range search
 is, ``union_find`` included (it has no clique cells there).
+
+The RANSAC ground fit (``core/ground.py``) costs what it tests: every hypothesis's plane against
+every point it scores. Its twins declare how many distance tests they run per second and which
+points they score (``estimate_work`` in ``cpu/stages/ground.py`` and ``cuda/stages/ground.py``);
+:class:`GroundWorkEstimate` is their answer, known before any hypothesis is drawn, and
+:func:`affordable_hypotheses` the most hypotheses a time bound allows (the frame stage,
+``frame/ground.py``, fits with that many where the settings ask for more).
 """
 
 from __future__ import annotations
@@ -64,6 +71,63 @@ class WorkTooLargeError(RuntimeError):
         )
         self.estimate = estimate
         self.limit_s = limit_s
+
+
+#: What one RANSAC hypothesis costs besides its distance tests (drawing three points, its plane,
+#: its slope test, its score's bookkeeping), in distance tests: about 250-600 ns a hypothesis on the
+#: CPU twin, measured with 10 candidates.
+HYPOTHESIS_TESTS = 64
+
+
+@dataclass(frozen=True)
+class GroundWorkEstimate:
+    """What a RANSAC ground fit will test, and about how long that takes on its backend.
+
+    Attributes:
+        hypotheses: plane hypotheses the settings ask for.
+        points: points each hypothesis is tested against (the candidates on the CPU, every point
+            of the frame on the GPU, whose kernel scores the mask's points among all).
+        backend: the twin's backend (``cpu`` or ``cuda``).
+        tests_per_second: the twin's declared rate.
+        tests: ``hypotheses * (points + HYPOTHESIS_TESTS)``: an upper bound (a plane rejected by
+            the slope limit is not scored), so the time is never under-estimated on that account;
+            0 where there are fewer than 3 candidates (no hypothesis is drawn then, rule 6 of
+            ``core/ground.py``).
+        seconds: ``tests`` at the twin's rate (rough: within a factor of a few).
+    """
+
+    hypotheses: int
+    points: int
+    backend: str
+    tests_per_second: float
+    tests: int
+    seconds: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.hypotheses} RANSAC hypotheses against {self.points} points on the "
+            f"{self.backend} backend would take about {self.seconds:.3g} s ({self.tests:.3g} "
+            "distance tests)"
+        )
+
+
+def ground_work(
+    hypotheses: int, points: int, candidates: int, backend: str, tests_per_second: float
+) -> GroundWorkEstimate:
+    """The estimate of ``hypotheses`` scored against ``points`` points at ``tests_per_second``,
+    for a fit among ``candidates`` points (fewer than 3: nothing is drawn)."""
+    tests = hypotheses * (points + HYPOTHESIS_TESTS) if candidates >= 3 else 0
+    return GroundWorkEstimate(
+        hypotheses, points, backend, tests_per_second, tests, tests / tests_per_second
+    )
+
+
+def affordable_hypotheses(estimate: GroundWorkEstimate, limit_s: float) -> int:
+    """The most hypotheses of ``estimate`` that fit in ``limit_s`` seconds at its rate: at least
+    one (a single hypothesis costs as much as reading the points once) and at most all of them."""
+    per_hypothesis = estimate.points + HYPOTHESIS_TESTS
+    affordable = int(limit_s * estimate.tests_per_second // per_hypothesis)
+    return max(1, min(estimate.hypotheses, affordable))
 
 
 def needs_estimate(method: str, search: str) -> bool:

@@ -29,7 +29,7 @@ from ..core.numbering import canonical_labels
 from ..core.oriented_boxes import oriented_boxes
 from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
-from ..pointcloud_io.velodyne.packets import decode_packets
+from ..pointcloud_io.velodyne.sweeps import SweepDecoder
 from .codecs.frame import CpuFrameCodec
 from .labelling.autoware_voxel import downsample, voxel_grid_components
 from .labelling.graph import adjacency_list, neighbour_edges
@@ -53,8 +53,17 @@ class CpuBackend:
     name = "cpu"
     device = "cpu"
 
-    def to_device(self, points: np.ndarray) -> np.ndarray:
-        return np.asarray(points)
+    def to_device(self, array: Any, dtype: Any = None) -> np.ndarray:
+        """``array`` as a NumPy array, C-contiguous in ``dtype`` where given (values beyond its
+        range become inf, as the CUDA twin makes them)."""
+        if dtype is None:
+            return np.asarray(array)
+        with np.errstate(over="ignore"):
+            return np.ascontiguousarray(array, dtype=dtype)
+
+    def to_host(self, array: np.ndarray) -> np.ndarray:
+        """The array as it is: it is on the host already."""
+        return array
 
     def synchronize(self) -> None:
         """Nothing is queued on the host."""
@@ -76,9 +85,9 @@ class CpuBackend:
         rates = EXHAUSTIVE_PAIRS_PER_S if search == "exhaustive" else RANGE_PAIRS_PER_S
         return rates.get(method, min(rates.values()))
 
-    def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
-        """NumPy's: :func:`~..pointcloud_io.velodyne.packets.decode_packets` itself."""
-        return decode_packets
+    def sweep_decoder(self, calibration: Any, settings: Any) -> SweepDecoder:
+        """NumPy's: :class:`~..pointcloud_io.velodyne.sweeps.SweepDecoder` itself."""
+        return SweepDecoder(calibration, settings)
 
     def frame_codec(self) -> CpuFrameCodec:
         return CpuFrameCodec()

@@ -7,10 +7,17 @@ A whole ``union_find`` call runs as one CUDA graph per size bucket
 (``cuda/graphs/cluster_graphs.py``, :meth:`CudaBackend.cluster_whole`), and a whole frame of the
 frame layer with it where it can (``cuda/graphs/frame_graphs.py``, through the codecs of
 :meth:`CudaBackend.frame_codec`); every other configuration runs stage by stage.
+
+Large NumPy clouds cross to the device through the backend's ring of page-locked buffers
+(``staging.py``): :meth:`CudaBackend.to_device`, and the graph call of a cloud of at least
+:data:`STAGED_CALL_MIN_POINTS`; labels come back by CuPy's plain copy
+(:meth:`CudaBackend.to_host`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +30,7 @@ from ..core.device import DeviceInfo, MemoryPeak
 from ..core.result import ClusterResult, Labelling
 from ..core.timing import StageClock
 from .codecs.frame import CudaFrameCodec
-from .codecs.velodyne import CudaPacketDecoder
+from .codecs.velodyne_sweeps import DeviceSweepDecoder, device_sweep_decoder
 from .graphs.cluster_graphs import ClusterGraphs, graph_applies
 from .graphs.frame_graphs import FrameGraphs
 from .labelling.autoware_voxel import AUTOWARE_VOXEL, downsample_gpu, voxel_grid_components_gpu
@@ -42,6 +49,7 @@ from .module import CLUSTERING, KernelSource, compile_source
 from .search.kdtree import STRUCTURES
 from .stages.merging import merge_components_gpu
 from .stages.oriented_boxes import oriented_boxes_gpu
+from .staging import PinnedStaging, contiguous_as
 
 #: Point pairs examined per second by the neighbour searches here (H100, kitti_000001 at 0.5 m,
 #: labelling included, rounded down): exhaustive search, and the voxel grid's candidate pairs of
@@ -53,29 +61,61 @@ EXHAUSTIVE_PAIRS_PER_S = 5e10
 RANGE_PAIRS_PER_S = 3e8
 
 
+#: Points from which the graph call of a NumPy cloud stages its upload: between the sizes where
+#: each way won, end to end on an H200 (2026-11-28, ``benchmarks large-clouds``): 2.0 M points
+#: plain 6.10 ms against staged 6.82, 4.1 M plain 11.01 against staged 9.24.
+STAGED_CALL_MIN_POINTS = 3 << 20
+
+
 class CudaBackend:
     """Runs the ``union_find`` method (the default) or the paper's vertex-, edge- or matrix-based
     method on one CUDA device.
 
+    Args:
+        device_id: the CUDA device.
+        stage_transfers: move large NumPy arrays to the device through page-locked staging
+            (``staging.py``); False: plain copies (``cupy.asarray``, the graphs' pageable
+            copies). Either way arrays come back by CuPy's ``.get()``.
+
     Attributes:
         graphs: the captured graphs of whole ``union_find`` calls
-        (``cuda/graphs/cluster_graphs.py``); its
-            ``last_call`` says what the last graph call launched and synchronised.
+            (``cuda/graphs/cluster_graphs.py``); its ``last_call`` says what the last graph call
+            launched and synchronised.
+        staging: the page-locked ring of large uploads, or None (plain copies).
     """
 
     name = "cuda"
 
-    def __init__(self, device_id: int = 0) -> None:
+    def __init__(self, device_id: int = 0, stage_transfers: bool = True) -> None:
         self.device_id = device_id
         self._device = cupy.cuda.Device(device_id)
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.device = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         self.graphs = ClusterGraphs(device_id)
         self._frame_graphs: weakref.WeakSet[FrameGraphs] = weakref.WeakSet()
+        self.staging = PinnedStaging(device_id) if stage_transfers else None
 
-    def to_device(self, points: object) -> cupy.ndarray:
+    def to_device(self, array: Any, dtype: Any = None) -> cupy.ndarray:
+        """``array`` on the device, C-contiguous in ``dtype`` where given (its own dtype kept
+        otherwise); a large NumPy array through the page-locked staging, cast there."""
         with self._device:
-            return cupy.asarray(points)
+            if (
+                self.staging is not None
+                and isinstance(array, np.ndarray)
+                and self.staging.applies(array, dtype)
+            ):
+                return self.staging.to_device(array, dtype)
+            if dtype is None:
+                return cupy.asarray(array)
+            return cupy.asarray(contiguous_as(array, dtype))
+
+    def to_host(self, array: Any) -> np.ndarray:
+        """A new NumPy array of the device ``array`` by CuPy's ``.get()`` (a NumPy one as it is):
+        staged downloads lost to it (``staging.py``, "Downloads")."""
+        if isinstance(array, np.ndarray):
+            return array
+        with self._device:
+            return array.get()
 
     def synchronize(self) -> None:
         with self._device:
@@ -122,9 +162,10 @@ class CudaBackend:
     def pairs_per_second(self, method: str, search: str) -> float:
         return EXHAUSTIVE_PAIRS_PER_S if search == "exhaustive" else RANGE_PAIRS_PER_S
 
-    def packet_decoder(self, calibration: Any, settings: Any) -> Callable[..., Any]:
-        """The CUDA twin (``cuda/codecs/velodyne.py``): one thread per firing and laser."""
-        return CudaPacketDecoder(calibration, settings, self.device_id).decode_with
+    def sweep_decoder(self, calibration: Any, settings: Any) -> DeviceSweepDecoder:
+        """The CUDA twin (``cuda/codecs/velodyne_sweeps.py``): packets decoded one thread per
+        firing and laser, sweeps cut and kept on the device."""
+        return device_sweep_decoder(calibration, settings, self.device_id)
 
     def frame_codec(self) -> CudaFrameCodec:
         """A codec that runs whole frames as graphs on this backend's buckets where it can."""
@@ -140,11 +181,45 @@ class CudaBackend:
     def cluster_whole(self, points: Any, mask: Any, config: ClusterConfig) -> ClusterResult | None:
         """The whole ``union_find`` call as one CUDA graph launch and one synchronisation
         (``cuda/graphs/cluster_graphs.py``); None for other configurations, an empty cloud, or where
-        capture failed on this device (logged once): the clusterer then runs the stages."""
+        capture failed on this device (logged once): the clusterer then runs the stages.
+
+        A NumPy cloud of at least :data:`STAGED_CALL_MIN_POINTS` goes to the device through the
+        page-locked staging (:meth:`_cluster_staged`); a smaller one is copied by the graph call
+        itself (its pageable copy beats the staging's up to about 3 M points on an H200)."""
         if not graph_applies(config) or int(points.shape[0]) == 0:
             return None
         with self._device:
-            return self.graphs.cluster(points, mask, config, self.device)
+            staged = (
+                self.staging is not None
+                and isinstance(points, np.ndarray)
+                and self.graphs.disabled is None
+                and int(points.shape[0]) >= STAGED_CALL_MIN_POINTS
+            )
+            if staged:
+                return self._cluster_staged(points, mask, config)
+            return self.graphs.cluster(contiguous_as(points, np.float32), mask, config, self.device)
+
+    def _cluster_staged(
+        self, points: np.ndarray, mask: Any, config: ClusterConfig
+    ) -> ClusterResult | None:
+        """The graph call of a large NumPy cloud on its staged device copy, the labels back by
+        :meth:`to_host`: ``transfer_in`` adds the staged copy until its last chunk is queued (the
+        last chunks' DMA ends inside ``label``, before the graph), ``transfer_out`` the labels'
+        copy into the returned array."""
+        start = time.perf_counter()
+        device_points = self.to_device(points, np.float32)
+        device_mask = None if mask is None else self.to_device(mask)
+        staged_at = time.perf_counter()
+        result = self.graphs.cluster(device_points, device_mask, config, self.device)
+        if result is None:
+            return None
+        returned_at = time.perf_counter()
+        labels = self.to_host(result.labels)
+        timings = dict(result.timings_ms)
+        timings["transfer_in"] += (staged_at - start) * 1e3
+        timings["transfer_out"] += (time.perf_counter() - returned_at) * 1e3
+        timings["total"] = sum(value for stage, value in timings.items() if stage != "total")
+        return dataclasses.replace(result, labels=labels, timings_ms=timings)
 
     def number_clusters(
         self, components: cupy.ndarray, min_size: int, max_size: int

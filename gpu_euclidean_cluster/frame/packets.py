@@ -4,24 +4,35 @@ the :class:`~.pipeline.FramePipeline` takes.
 The node's ``input/packets`` subscription hands each serialized message to :meth:`PacketSweeps.feed`
 in arrival order (a sweep may span messages; none may be skipped); each sweep it completes comes
 back as a PointCloud2-layout cloud in Autoware's ``PointXYZIRCAEDT`` fields, with nebula's stamp.
+On the CUDA backend the sweep is decoded and cut on the GPU and its cloud's payload is the device
+array itself (``cuda/codecs/velodyne_sweeps.py``): the frame codec reads it there, and only the
+outputs that copy input records bring it to the host (``pointcloud2.on_host``).
+
+What a message may cost is the decoder's budget (``pointcloud_io/velodyne/sweeps.py``): a
+message of more packets than two rotations of the model at 300 RPM, packets of another model
+(their product id), and a sweep that would grow past that budget are refused before any work
+(``PacketsRefusedError``); a message that is not a ``VelodyneScan`` is refused by its CDR parse,
+which never copies the packets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..clusterer import Backend
 from ..pointcloud_io.pointcloud2 import RawCloud, from_structured
 from ..pointcloud_io.velodyne import (
+    POINT_DTYPE,
     DecoderSettings,
     SweepDecoder,
     VelodyneScanMessage,
-    decode_packets,
     load_calibration,
 )
+from ..pointcloud_io.velodyne.calibration import check_calibration_model
 from ..pointcloud_io.velodyne.cdr import scan_from_cdr
 
 
@@ -54,24 +65,29 @@ class PacketSweeps:
         Args:
             calibration_file: nebula-format calibration YAML.
             settings: decoder settings.
-            backend: where packets are decoded (``Backend.packet_decoder``: the GPU on the CUDA
-                backend); None: NumPy. Sweeps are cut on the host either way.
+            backend: where packets are decoded and sweeps cut (``Backend.sweep_decoder``: on the
+                GPU with the CUDA backend, the sweeps left there); None: NumPy.
 
         Raises:
-            CalibrationError: the calibration file is missing or malformed.
+            CalibrationError: the calibration file is missing, malformed, or not the model's
+                (another laser count or ids: ``check_calibration_model``).
         """
         self.settings = settings
         calibration = load_calibration(calibration_file)
-        decode = (
-            decode_packets if backend is None else backend.packet_decoder(calibration, settings)
+        check_calibration_model(calibration, settings.sensor)  # before any device work
+        self._decoder = (
+            SweepDecoder(calibration, settings)
+            if backend is None
+            else backend.sweep_decoder(calibration, settings)
         )
-        self._decoder = SweepDecoder(calibration, settings, decode=decode)
 
     def feed(self, cdr: bytes | memoryview) -> list[SweepCloud]:
         """Decode one serialized message's packets; the sweeps they complete (often none).
 
         Raises:
             VelodyneCdrError: the bytes are not a ``VelodyneScan``.
+            PacketsRefusedError: over the budget, or another model's packets (see the module
+                docstring); nothing decoded.
         """
         return self.feed_scan(scan_from_cdr(cdr))
 
@@ -84,15 +100,15 @@ class PacketSweeps:
         ]
 
 
-def sweep_cloud(points: np.ndarray) -> RawCloud:
+def sweep_cloud(points: Any) -> RawCloud:
     """``from_structured(points, is_dense=True)`` without copying the points: a sweep's points are
-    little-endian and the cloud's data are a view of them (6.7 MB for a VLS-128 sweep)."""
-    points = np.ascontiguousarray(points)
-    empty = from_structured(points[:0], is_dense=True)
+    little-endian and the cloud's data are a view of them (6.7 MB for a VLS-128 sweep). ``points``
+    are :data:`POINT_DTYPE` points, or the GPU sweep decoder's ``(N, 32)`` uint8 CuPy rows (the
+    payload then stays on the device)."""
+    empty = from_structured(np.zeros(0, POINT_DTYPE), is_dense=True)
     width = points.shape[0]
-    return replace(
-        empty,
-        width=width,
-        row_step=width * empty.point_step,
-        data=points.view(np.uint8).reshape(-1),
-    )
+    if isinstance(points, np.ndarray):
+        data = np.ascontiguousarray(points).view(np.uint8).reshape(-1)
+    else:
+        data = points.reshape(-1)
+    return replace(empty, width=width, row_step=width * empty.point_step, data=data)

@@ -68,7 +68,9 @@ class FrameStage(Protocol):
 
     A stage that finds ground points (``frame/ground.py``'s ``GroundRemoval``) also has a
     ``last_ground`` attribute: the ``core.ground.GroundFit`` of the frame it last applied to,
-    its mask on the host; the pipeline copies it into :attr:`FrameOutput.ground`."""
+    its mask on the host; the pipeline copies it into :attr:`FrameOutput.ground`, and its
+    ``fallback_reason`` (a fit capped by its work bound) into
+    :attr:`FrameOutput.fallback_reason`."""
 
     name: str
 
@@ -90,7 +92,9 @@ class FrameOutput:
         table: the same cluster rows as a NumPy structured array.
         result: the clustering result (labels, sizes, timings, backend that ran); its ``labels``
             are a CuPy array when the frame ran on the GPU (``labeled`` holds them too).
-        fallback_reason: why this frame ran otherwise than configured, or None.
+        fallback_reason: why this frame ran otherwise than configured (on the CPU, with
+            ``union_find``, or its ground plane fitted with fewer hypotheses under the ground
+            stage's work bound), or None.
         implausible_points: finite points not clustered because a coordinate exceeded
             ``max_coordinate``.
         grouped: with ``process(..., group_records=True)``, each cluster's input records
@@ -229,7 +233,8 @@ class FramePipeline:
         ``StructureTooLargeError``) or whose neighbour search would take longer than
         ``config.max_work_s`` (``WorkTooLargeError``) runs with ``union_find`` on the same
         backend, which needs O(N) memory and time; a frame the GPU runs out of memory for runs on
-        the CPU. ``fallback_reason`` says which, and why.
+        the CPU; a ground fit over its own work bound draws fewer hypotheses
+        (``frame/ground.py``). ``fallback_reason`` says which, and why.
 
         Raises:
             PointCloud2Error: the cloud cannot be decoded (missing x/y/z, malformed layout).
@@ -258,7 +263,8 @@ class FramePipeline:
         if self._host is None:
             self._host = FramePipeline("cpu", stages=self._stages)
         output = self._host._process(cloud, config, window, asked)
-        return replace(output, fallback_reason=reason)
+        reasons = (reason, output.fallback_reason) if output.fallback_reason else (reason,)
+        return replace(output, fallback_reason="; ".join(reasons))
 
     def _process(
         self, cloud: RawCloud, config: ClusterConfig, window: FrameWindow, asked: _Asked
@@ -307,12 +313,14 @@ class FramePipeline:
 def _output(
     encoded: EncodedFrame, result: ClusterResult, ground: GroundFit | None = None
 ) -> FrameOutput:
-    """The frame's output from the codec's encoding, the clustering and the ground stage's fit."""
+    """The frame's output from the codec's encoding, the clustering and the ground stage's fit
+    (a fit capped by its work bound gives the frame its fallback reason)."""
     return FrameOutput(
         labeled=encoded.labeled,
         clusters=from_structured(encoded.table, is_dense=True),
         table=encoded.table,
         result=result,
+        fallback_reason=None if ground is None else ground.fallback_reason,
         implausible_points=encoded.implausible_points,
         grouped=encoded.grouped,
         ground=None if ground is None else ground.mask,

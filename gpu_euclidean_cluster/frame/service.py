@@ -12,7 +12,8 @@ copying its output (the front end publishes a frame before it processes the next
 runs every stage once; each frame gets the stages its settings ask for, in Autoware.ai's order
 (ground removal, then Difference of Normals: ``frame/ground.py``, ``frame/diffnormals.py``).
 A message that cannot be decoded, or a frame whose processing fails, is rejected, never raised;
-a frame run otherwise than configured (on the CPU, or with ``union_find``) is a fallback; points
+a frame run otherwise than configured (on the CPU, with ``union_find``, or with the RANSAC
+hypotheses capped by ``ground_max_work_s``) is a fallback; points
 beyond ``max_coordinate`` are counted. Each is booked in the :class:`FrameLedger` (the node's
 ``ros/node/frame_stats.py``), rejections and fallbacks warned about at most once every
 :data:`WARNING_THROTTLE_S` seconds each.

@@ -16,7 +16,7 @@ import functools
 import struct
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import pairwise
 from typing import Any
@@ -78,7 +78,8 @@ class RawCloud:
     width: int
     point_step: int
     row_step: int
-    data: bytes | bytearray | memoryview | np.ndarray
+    #: the payload: host bytes, or a device array (``on_device``) that only the GPU codec reads
+    data: Any
     is_bigendian: bool = False
     is_dense: bool = False
 
@@ -331,12 +332,14 @@ def _check_overlaps(fields: Iterable[Field]) -> None:
 def point_bytes(cloud: RawCloud) -> np.ndarray:
     """The points as a (height * width, point_step) uint8 array, row padding removed.
 
-    Shares ``cloud.data`` when rows are not padded.
+    Shares ``cloud.data`` when rows are not padded; a device payload is copied back first
+    (:func:`on_host`), so every reader of this module takes a sweep the GPU kept.
     """
     check_layout(cloud)
     if cloud.num_points == 0:
         return np.empty((0, max(cloud.point_step, 0)), dtype=np.uint8)
-    raw = np.frombuffer(cloud.data, dtype=np.uint8, count=cloud.row_step * cloud.height)
+    data = on_host(cloud).data
+    raw = np.frombuffer(data, dtype=np.uint8, count=cloud.row_step * cloud.height)
     rows = raw.reshape(cloud.height, cloud.row_step)[:, : cloud.width * cloud.point_step]
     return rows.reshape(cloud.num_points, cloud.point_step)
 
@@ -616,4 +619,15 @@ def _align(offset: int, size: int) -> int:
 
 
 def _buffer_size(data: Any) -> int:
-    return memoryview(data).nbytes
+    return data.nbytes if on_device(data) else memoryview(data).nbytes
+
+
+def on_device(data: Any) -> bool:
+    """Whether a payload is a device array (a CuPy array: a sweep the GPU decoded and kept)."""
+    return hasattr(data, "__cuda_array_interface__")
+
+
+def on_host(cloud: RawCloud) -> RawCloud:
+    """``cloud`` with its payload in host memory: a device payload copied back (what the readers
+    of this module and the CPU twins need), a host payload as it is."""
+    return replace(cloud, data=cloud.data.get()) if on_device(cloud.data) else cloud

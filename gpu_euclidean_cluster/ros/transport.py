@@ -23,6 +23,8 @@ import os
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from .ament_prefix import package_share
+
 ENV = "FASTDDS_BUILTIN_TRANSPORTS"
 LARGE_CLOUD_TRANSPORTS = "DEFAULT?sockets_size=8MB"
 #: how a user configures Fast DDS; when any is set, Fast DDS is left as the user set it
@@ -85,14 +87,10 @@ def configure_transport(
 
 def installed_profile() -> str | None:
     """The path of the installed :data:`PROFILE_FILE` (for ``FASTDDS_DEFAULT_PROFILES_FILE``);
-    None when the package is not in an ament index (or none is set up: no AMENT_PREFIX_PATH) or
-    the file is not installed."""
-    try:
-        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-    except ImportError:
+    None when no prefix of ``AMENT_PREFIX_PATH`` holds the package (``ament_prefix``) or the file
+    is not installed there."""
+    share = package_share()
+    if share is None:
         return None
-    try:
-        path = Path(get_package_share_directory(PACKAGE)) / "config" / PROFILE_FILE
-    except (PackageNotFoundError, OSError, ValueError):
-        return None
+    path = share / "config" / PROFILE_FILE
     return str(path) if path.is_file() else None

@@ -34,9 +34,9 @@ def backend():
 
 
 def _sort_capacity() -> int:
-    from gpu_euclidean_cluster.cuda.labelling.numbering import SORT_CAPACITY
+    from gpu_euclidean_cluster.cuda.labelling.numbering import sort_capacity
 
-    return SORT_CAPACITY
+    return sort_capacity(0)
 
 
 def _blobs(n: int, seed: int, nan_fraction: float = 0.0) -> np.ndarray:
@@ -85,7 +85,7 @@ def test_graph_equals_staged_and_cpu(backend, n, d_th, search):
     graph, call, staged, cpu = _three_ways(backend, points, config)
     _assert_equal(graph, staged, cpu)
     assert call.points == n and call.bucket >= n and call.graph_launches == 1
-    assert call.host_syncs == (1 if graph.num_components <= _sort_capacity() else 2)
+    assert call.host_syncs == (1 if len(graph.cluster_sizes) <= _sort_capacity() else 2)
     assert call.outside_copies == 1  # the points in
     # A second call replays the graph of this bucket and configuration.
     again = EuclideanClusterer(config, backend).cluster(points)
@@ -160,10 +160,14 @@ def test_real_frame(backend, load_frame):
         assert call.kernel_nodes == 10 and call.copy_nodes == 4
 
 
-def test_large_cloud_labels_copied_beside_the_graph(backend, cupy, load_frame):
-    """Over PINNED_LABELS_MAX_POINTS the labels go straight into the returned array; kitti_000001
-    tiled 10x has more components than one block sorts (a second synchronisation)."""
+def test_large_cloud_labels_copied_beside_the_graph(cupy, load_frame):
+    """Over PINNED_LABELS_MAX_POINTS the labels go straight into the returned array (the graph's
+    own copies: staged transfers off, ``test_staging.py`` covers them); kitti_000001 tiled 10x
+    has more clusters than one block sorts (a second synchronisation)."""
+    from gpu_euclidean_cluster.cuda.backend import CudaBackend
     from gpu_euclidean_cluster.cuda.graphs.cluster_graphs import PINNED_LABELS_MAX_POINTS
+
+    backend = CudaBackend(0, stage_transfers=False)
 
     frame = load_frame("kitti_000001.bin").astype(np.float64)
     shifts = np.zeros((10, 1, 3))
@@ -177,7 +181,7 @@ def test_large_cloud_labels_copied_beside_the_graph(backend, cupy, load_frame):
     np.testing.assert_array_equal(graph.labels, staged.labels)
     np.testing.assert_array_equal(graph.cluster_sizes, staged.cluster_sizes)
     # The sort after the graph, then the labels' copy into the returned array.
-    assert graph.num_components > _sort_capacity() and call.host_syncs == 3
+    assert len(graph.cluster_sizes) > _sort_capacity() and call.host_syncs == 3
     assert call.outside_copies == 2 and call.copy_nodes == 3  # points in, labels out
     device = EuclideanClusterer(config, backend).cluster(cupy.asarray(points))
     np.testing.assert_array_equal(device.labels.get(), staged.labels)

@@ -10,6 +10,11 @@ twin exactly (the same ground mask, the same plane bit for bit, the same best hy
 count) on real frames and simulated scenes for several seeds, thresholds and slopes, and the stage
 through the CUDA pipeline equals it through the CPU pipeline. Real frames come from
 ``$LIDAR_DATA_DIR`` (default ``../shared/data`` beside the repository) and skip when absent.
+
+The work bound: the stage caps its hypotheses to what its twin estimates fits in ``max_work_s``,
+and a capped fit is exactly the fit of that many hypotheses, on either twin (so the twins stay
+equal under the cap); kitti_000001 at the largest ``iterations`` (about 10 minutes on the CPU
+before the bound) is fitted with the 415 that fit in the node's default second.
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ from gpu_euclidean_cluster.clusterer import EuclideanClusterer, make_backend
 from gpu_euclidean_cluster.core.config import ClusterConfig, ConfigError
 from gpu_euclidean_cluster.core.frame import DecodedFrame, FrameWindow
 from gpu_euclidean_cluster.core.ground import (
+    MAX_ITERATIONS,
     GroundFit,
     GroundSettings,
     ground_problems,
     sample_indices,
 )
+from gpu_euclidean_cluster.core.work import affordable_hypotheses
+from gpu_euclidean_cluster.cpu.stages import ground as cpu_ground
 from gpu_euclidean_cluster.cpu.stages.ground import fit_ground, plane_hypotheses
 from gpu_euclidean_cluster.frame import FramePipeline, GroundRemoval
 from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import from_xyz
@@ -302,6 +310,7 @@ def test_stage_keeps_the_frame_points_and_reports_its_fit():
     assert frame.points is xyz
     np.testing.assert_array_equal(frame.mask, ~is_floor)
     np.testing.assert_array_equal(stage.last_ground.mask, is_floor)
+    assert stage.last_ground.fallback_reason is None  # within its work bound
 
 
 def test_ground_is_fitted_on_true_heights_when_clustering_flat():
@@ -325,3 +334,84 @@ def test_ground_is_fitted_on_true_heights_when_clustering_flat():
     assert output.ground_plane is not None and abs(output.ground_plane[3] - 1.7) < 1e-3
     labels = np.asarray(output.result.labels)
     assert (labels[:800] == -1).all() and output.result.num_clusters == 2
+
+
+def twin_module(backend: str):
+    """The ``backend`` twin's ground module."""
+    if backend == "cpu":
+        return cpu_ground
+    from gpu_euclidean_cluster.cuda.stages import ground as cuda_ground
+
+    return cuda_ground
+
+
+def assert_same_fit(got: GroundFit, expected: GroundFit) -> None:
+    np.testing.assert_array_equal(to_host(got.mask), expected.mask)
+    assert (got.plane, got.hypothesis, got.inliers) == (
+        expected.plane,
+        expected.hypothesis,
+        expected.inliers,
+    )
+
+
+def test_each_twin_estimates_the_points_it_scores(backend: str):
+    """The CPU twin scores the candidates, the CUDA kernel every point of the frame (the mask's
+    counted): each estimate is its own twin's, before any work."""
+    xyz = simulated(0).xyz
+    mask = np.hypot(xyz[:, 0], xyz[:, 1]) < 20.0
+    device = make_backend(backend)
+    estimate = twin_module(backend).estimate_work(device.to_device(xyz), device.to_device(mask), 7)
+    scored = np.count_nonzero(mask) if backend == "cpu" else len(xyz)
+    assert (estimate.hypotheses, estimate.points, estimate.backend) == (7, scored, backend)
+    assert estimate.tests_per_second == twin_module(backend).TESTS_PER_SECOND
+
+
+def test_the_stage_caps_its_hypotheses_to_the_work_bound(backend: str):
+    """A bound that fits about 300 hypotheses on this twin: the stage fits with exactly the first
+    ones that fit, says so, and its fit is the CPU twin's with that many (identical twins under
+    the cap)."""
+    xyz = real_frame("kitti_000008.bin")
+    finite = np.isfinite(xyz).all(axis=1)
+    twin = twin_module(backend)
+    limit = 300.5 * (len(xyz) + 64) / twin.TESTS_PER_SECOND
+    settings = GroundSettings(iterations=MAX_ITERATIONS, max_work_s=limit, seed=4)
+    device = make_backend(backend)
+    points, mask = device.to_device(xyz), device.to_device(finite)
+    capped = affordable_hypotheses(twin.estimate_work(points, mask, MAX_ITERATIONS), limit)
+    if backend == "cpu":  # the CPU twin scores the candidates only: a few more fit
+        assert capped == int(300.5 * (len(xyz) + 64) // (np.count_nonzero(finite) + 64))
+    else:
+        assert capped == 300
+    stage = GroundRemoval(settings)
+    frame = stage.apply(DecodedFrame(points=points, mask=mask))
+    fit = stage.last_ground
+    expected = fit_ground(xyz, finite, GroundSettings(iterations=capped, seed=4))
+    assert_same_fit(fit, expected)
+    np.testing.assert_array_equal(to_host(frame.mask), finite & ~expected.mask)
+    assert fit.fallback_reason.startswith(f"ground removal: {MAX_ITERATIONS} RANSAC hypotheses ")
+    assert f"on the {backend} backend would take about " in fit.fallback_reason
+    assert fit.fallback_reason.endswith(
+        f"plane fitted with the first {capped} hypotheses only (as ground_iterations {capped} "
+        "gives)"
+    )
+    unbounded = GroundRemoval(GroundSettings(iterations=capped, seed=4, max_work_s=None))
+    unbounded.apply(DecodedFrame(points=points, mask=mask))
+    assert_same_fit(unbounded.last_ground, expected)
+    assert unbounded.last_ground.fallback_reason is None
+
+
+def test_the_largest_iterations_on_kitti_fit_in_the_nodes_second():
+    """ground_iterations 1048576 on kitti_000001, as a hostile-input round sent it (about 10
+    minutes on this CPU, 51 s on a faster one): with the node's default bound of 1 s the stage
+    draws the 415 hypotheses its estimate allows (5e7 tests/s, 120 268 candidates), and the plane
+    is the road's all the same."""
+    xyz = real_frame("kitti_000001.bin")
+    finite = np.isfinite(xyz).all(axis=1)
+    stage = GroundRemoval(GroundSettings(iterations=MAX_ITERATIONS, max_work_s=1.0))
+    stage.apply(DecodedFrame(points=xyz, mask=finite))
+    fit = stage.last_ground
+    assert "over ground_max_work_s 1 s" in fit.fallback_reason
+    assert "the first 415 hypotheses" in fit.fallback_reason
+    assert_same_fit(fit, fit_ground(xyz, finite, GroundSettings(iterations=415)))
+    _, _, nz, d = fit.plane
+    assert nz >= math.cos(math.radians(2.0)) and 1.6 < d < 1.8

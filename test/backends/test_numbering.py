@@ -198,6 +198,10 @@ def _cases() -> dict[str, np.ndarray]:
     cases["k_8192"] = _sized([3] * 100 + [1] * 8092, rng)
     cases["k_8193"] = _sized([3] * 100 + [1] * 8093, rng)
     cases["k_8193_roots"] = _roots(_sized([5] * 93 + [2] * 8000 + [1] * 100, rng))
+    cases["k_16384"] = _sized([3] * 100 + [1] * 16284, rng)
+    cases["k_16385"] = _sized([3] * 100 + [1] * 16285, rng)
+    # Many components, few kept by a size filter (min 2 or 3): only the kept are sorted.
+    cases["few_kept_of_many"] = _sized([9] * 40 + [3] * 3000 + [2] * 14000 + [1] * 40000, rng)
     cases["many_distinct_sizes"] = _sized(list(range(1, 300)) * 2, rng)
     cases["scan_order"] = np.repeat(np.arange(0, 40_000, 40), 40).astype(np.int32)
     cases["mixed_large"] = rng.integers(0, 60_000, 300_000).astype(np.int32)

@@ -607,6 +607,7 @@ SUBCOMMANDS = (
     "node",
     "autoware",
     "ai-pipeline",
+    "large-clouds",
     "plot",
     "targets",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -10,14 +11,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.image import imread
 
 from gpu_euclidean_cluster import cuda_available
 from gpu_euclidean_cluster.commands import cli
+from gpu_euclidean_cluster.core.cluster_stats import cluster_rgb
 from gpu_euclidean_cluster.pointcloud_io import Cloud, write_pcd
+from gpu_euclidean_cluster.tools.birdseye import DPI, PANEL_INCHES
 
 from .._pointcloud_io_helpers import data_file
 
 PROG = "gpu-euclidean-cluster"
+PANEL_PX = round(PANEL_INCHES * DPI)
 
 
 def _blobs_pcd(path: Path) -> Path:
@@ -270,3 +275,69 @@ def test_scan_search_reads_the_ring_field(
     write_pcd(bad, Cloud(xyz.astype(np.float32), {"ring": np.full(len(xyz), 9000, np.uint16)}))
     status, out, err = _run_main(capsys, str(bad), "--search", "scan")
     _assert_one_line_error(status, out, err, "field ring: ring ids must lie in [0, 4096)")
+
+
+def test_png_of_the_clusters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _blobs_pcd(tmp_path / "blobs.pcd")
+    png = tmp_path / "blobs.png"
+    status, out, err = _run_main(capsys, str(path), "--backend", "cpu", "--json", "--png", str(png))
+    assert status == 0, err
+    assert json.loads(out)["png"] == str(png)
+    image = imread(png)
+    assert image.shape[:2] == (PANEL_PX, PANEL_PX)
+    pixels = np.round(image[..., :3] * 255).astype(int).reshape(-1, 3)
+    for label in range(3):  # each cluster in the node's colour of its id
+        colour = cluster_rgb(np.array([label]))[0].astype(int)
+        assert (np.abs(pixels - colour).max(axis=1) <= 1).any(), label
+    status, out, _ = _run_main(capsys, str(path), "--backend", "cpu", "--png", str(png))
+    assert status == 0 and f"picture   {png}" in out
+
+
+@pytest.mark.parametrize(
+    ("outputs", "reason"),
+    [
+        (["--png", "{input}"], "--png names the input file; not overwriting it"),
+        (["--png", "{dir}"], "cannot write the PNG: is a directory"),
+        (["--png", "{dir}/none/x.png"], "cannot write the PNG: no folder"),
+        (["--labels-out", "{input}"], "--labels-out names the input file"),
+        (
+            ["--png", "{dir}/x", "--labels-out", "{dir}/./x"],
+            "--png and --labels-out name the same",
+        ),
+    ],
+)
+def test_png_and_labels_never_overwrite_the_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], outputs: list[str], reason: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    path = _blobs_pcd(work / "blobs.pcd")
+    before = path.read_bytes()
+    args = [a.format(input=path, dir=work) for a in outputs]
+    _assert_one_line_error(*_run_main(capsys, str(path), "--backend", "cpu", *args), reason)
+    assert path.read_bytes() == before
+
+
+def test_progress_goes_to_stderr_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--progress names each stage on stderr (also when piped); stdout keeps its one JSON
+    object. Without the option, stderr that is no terminal gets no progress."""
+    path = _blobs_pcd(tmp_path / "blobs.pcd")
+    outputs = ["--labels-out", str(tmp_path / "l.bin"), "--png", str(tmp_path / "b.png")]
+    status, out, err = _run_main(capsys, str(path), "--backend", "cpu", "--json", *outputs)
+    assert status == 0 and json.loads(out)["clusters"] == 3 and err == ""
+    status, out, err = _run_main(
+        capsys, str(path), "--backend", "cpu", "--json", "--progress", *outputs
+    )
+    assert status == 0 and json.loads(out)["clusters"] == 3
+    stages = [line.split(" ", 1)[1] for line in err.splitlines()]
+    expected = [
+        f"0/4 \\d+:\\d\\d reading {path}",
+        "1/4 \\d+:\\d\\d clustering 76 points on the cpu backend \\(method auto, search range, "
+        "d_th 0.5 m\\)",
+        f"2/4 \\d+:\\d\\d writing the labels to {tmp_path / 'l.bin'}",
+        f"3/4 \\d+:\\d\\d drawing {tmp_path / 'b.png'}",
+        "4/4 \\d+:\\d\\d done",
+    ]
+    assert len(stages) == len(expected), err
+    for stage, pattern in zip(stages, expected, strict=True):
+        assert re.fullmatch(r"\s*" + pattern, stage), stage

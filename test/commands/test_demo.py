@@ -1,4 +1,5 @@
-"""The README's demo command runs end to end (CPU backend without a GPU) and writes its PNG."""
+"""The README's demo command runs end to end (CPU backend without a GPU) and writes its PNG, whose
+two panels colour a cluster as the ground-truth object it mostly covers."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from gpu_euclidean_cluster.ros.ament_prefix import (
     ament_environment,
     package_share,
 )
+from gpu_euclidean_cluster.tools.birdseye import key_colours, label_colours, object_colour_keys
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: the venv's bin/ (ros2 and the console scripts), as ``activate`` puts it on PATH
@@ -33,6 +35,42 @@ def test_recovered_objects_needs_a_one_to_one_overlap():
     merged = np.array([-1, -1] + [0] * 21 + [-1] * 3)
     assert recovered_objects(truth, merged) == (0, 2)  # one cluster holding two objects
     assert recovered_objects(truth, truth - 1) == (2, 2)
+
+
+def test_a_cluster_has_the_colour_of_the_object_it_mostly_covers():
+    """Cluster ids and object ids are numbered independently: colouring each panel by its own
+    ids (the old rule) gives one object two colours; the shared keys give it one."""
+    # ground (0), then objects 5 (6 points), 2 (4 points), 9 (4 points), 7 (3 points), 8 (3)
+    truth = np.array([0] * 4 + [5] * 6 + [2] * 4 + [9] * 4 + [7] * 3 + [8] * 3)
+    labels = np.array(
+        [2, 2, 2, -1]  # three ground points in cluster 2
+        + [1] * 6  # object 5 -> cluster 1
+        + [0] * 4  # object 2 -> cluster 0, with one point of object 9
+        + [0, 2, -1, -1]  # object 9: one point in cluster 0, one in the ground's cluster 2
+        + [3] * 3  # objects 7 and 8 merged into cluster 3: neither holds half of it
+        + [3] * 3
+    )
+    cluster_keys, truth_keys = object_colour_keys(labels, truth, background=0)
+    cluster_colours, truth_colours = key_colours(cluster_keys), key_colours(truth_keys)
+    for cluster, obj in ((0, 2), (1, 5)):
+        members = labels == cluster
+        majority = members & (truth == obj)
+        assert (cluster_colours[members] == truth_colours[majority][0]).all(), (cluster, obj)
+        old_cluster, old_truth = label_colours(labels), label_colours(truth, background=0)
+        assert not (old_cluster[majority] == old_truth[majority]).all()  # the old rule differs
+    object_keys = set(truth_keys[truth_keys >= 0].tolist())
+    own = {int(cluster_keys[labels == cluster][0]) for cluster in (2, 3)}
+    assert len(own) == 2 and not own & object_keys  # mostly ground; a merge: colours no object has
+    assert (cluster_keys[labels < 0] == -1).all() and (truth_keys[truth == 0] == -1).all()
+
+
+def test_a_split_object_colours_both_its_clusters():
+    truth = np.array([4] * 6 + [0] * 2)
+    labels = np.array([0, 0, 0, 1, 1, 1, -1, -1])
+    cluster_keys, truth_keys = object_colour_keys(labels, truth)
+    assert cluster_keys.tolist() == [4] * 6 + [-1, -1]
+    assert truth_keys.tolist() == [4] * 6 + [-1, -1]
+    assert object_colour_keys(np.full(3, -1), np.array([0, 1, 1]))[0].tolist() == [-1] * 3
 
 
 @pytest.mark.ros

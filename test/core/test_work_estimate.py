@@ -1,12 +1,16 @@
-"""Work known before it is spent: pairs counted exactly, slow configurations refused or replaced.
+"""Work known before it is spent: pairs counted exactly, slow configurations refused or replaced;
+the RANSAC ground fit's tests estimated and its hypotheses capped to its bound.
 
 The pair counts are checked against brute force; the refusal against the library, the CLI and the
 frame layer (the node's path), each with a cloud whose estimate crosses the limit while ``auto``
-on the same cloud is never refused.
+on the same cloud is never refused. The ground fit's bound is checked here as arithmetic; the
+capped fit itself in test/backends/test_ground.py, the frame layer's report of it in
+test/frame/test_frame_ground.py.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +19,15 @@ import pytest
 from gpu_euclidean_cluster import ClusterConfig, ConfigError, euclidean_cluster
 from gpu_euclidean_cluster.clusterer import EuclideanClusterer, estimate_work
 from gpu_euclidean_cluster.commands import cli
-from gpu_euclidean_cluster.core.work import WorkTooLargeError, examined_pairs, needs_estimate
+from gpu_euclidean_cluster.core.ground import GroundSettings, bounded_settings
+from gpu_euclidean_cluster.core.work import (
+    HYPOTHESIS_TESTS,
+    WorkTooLargeError,
+    affordable_hypotheses,
+    examined_pairs,
+    ground_work,
+    needs_estimate,
+)
 from gpu_euclidean_cluster.cpu.backend import CpuBackend
 from gpu_euclidean_cluster.cpu.labelling.graph import _candidate_count
 from gpu_euclidean_cluster.cpu.labelling.voxel_grid import build_voxel_grid
@@ -150,3 +162,61 @@ def test_gpu_counts_equal_the_cpus_and_the_gpu_refuses_too(search):
     auto = EuclideanClusterer(tight.with_changes(method="auto", search="range"), "cuda")
     expected = euclidean_cluster(points, 0.3, backend="cpu").labels
     assert np.array_equal(auto.cluster(points).labels, expected)
+
+
+def cpu_work(hypotheses: int, candidates: int):
+    """The ground fit's estimate at the CPU twin's declared rate (5e7 tests/s)."""
+    return ground_work(hypotheses, candidates, candidates, "cpu", 5e7)
+
+
+def test_ground_work_counts_every_hypothesis_against_every_point():
+    estimate = cpu_work(1 << 20, 120_268)
+    assert estimate.tests == (1 << 20) * (120_268 + HYPOTHESIS_TESTS)
+    assert estimate.seconds == pytest.approx(estimate.tests / 5e7)  # about 2500 s
+    assert estimate.describe() == (
+        "1048576 RANSAC hypotheses against 120268 points on the cpu backend would take about "
+        "2.52e+03 s (1.26e+11 distance tests)"
+    )
+    # The GPU kernel scores every point of the frame, however few the candidates ...
+    assert ground_work(10, 1000, 3, "cuda", 5e10).tests == 10 * (1000 + HYPOTHESIS_TESTS)
+    # ... but from fewer than 3 candidates nothing is drawn (a 1-point probe frame: no bound).
+    assert ground_work(1 << 20, 1000, 2, "cuda", 5e10).tests == 0
+    assert cpu_work(1 << 20, 1).seconds == 0.0
+
+
+@pytest.mark.parametrize(
+    ("hypotheses", "points", "limit_s", "expected"),
+    [
+        (1 << 20, 120_268, 1.0, 415),  # 5e7 / (120268 + 64) = 415.5
+        (1 << 20, 120_268, 1e-9, 1),  # one hypothesis at least: it costs one pass over the points
+        (256, 120_268, 1.0, 256),  # within the bound: every hypothesis
+        (1 << 20, 3, 1.0, 746_268),  # 3 points: the hypotheses' own cost, 5e7 / 67
+    ],
+)
+def test_affordable_hypotheses(hypotheses, points, limit_s, expected):
+    affordable = affordable_hypotheses(cpu_work(hypotheses, points), limit_s)
+    assert affordable == expected
+    if 1 < affordable < hypotheses:  # the most that fit: one more would not
+        assert cpu_work(affordable, points).seconds <= limit_s
+        assert cpu_work(affordable + 1, points).seconds > limit_s
+
+
+def test_ground_settings_are_capped_to_their_bound_with_one_line():
+    settings = GroundSettings(iterations=1 << 20, max_work_s=1.0, seed=9)
+    capped, reason = bounded_settings(settings, cpu_work(1 << 20, 120_268))
+    assert capped == GroundSettings(iterations=415, max_work_s=1.0, seed=9)
+    assert reason == (
+        "ground removal: 1048576 RANSAC hypotheses against 120268 points on the cpu backend "
+        "would take about 2.52e+03 s (1.26e+11 distance tests), over ground_max_work_s 1 s; "
+        "plane fitted with the first 415 hypotheses only (as ground_iterations 415 gives)"
+    )
+    within = GroundSettings(iterations=256, max_work_s=1.0)
+    assert bounded_settings(within, cpu_work(256, 120_268)) == (within, None)
+    unbounded = replace(settings, max_work_s=None)
+    assert bounded_settings(unbounded, cpu_work(1 << 20, 120_268)) == (unbounded, None)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_ground_max_work_s_is_validated(bad):
+    with pytest.raises(ConfigError, match="max_work_s must be a finite number of seconds > 0"):
+        GroundSettings(max_work_s=bad)

@@ -202,8 +202,8 @@ def test_whole_frames_match_the_cpu_pipeline(graph_pipeline, base, name, key):
     cloud = layout_cloud(base, name)
     settings = SETTINGS[key]
     got, call = whole_run(graph_pipeline, cloud, settings)
-    if call is None:  # integer centimetres: more components than the numbering's block ranks
-        assert got.result.num_components > sort_capacity(0)
+    if call is None:  # integer centimetres: more clusters than the numbering's block ranks
+        assert len(got.result.cluster_sizes) > sort_capacity(0)
     else:
         assert call.points == cloud.num_points and call.host_syncs == 1
     assert got.fallback_reason is None
@@ -245,9 +245,9 @@ def test_one_graph_serves_every_cloud_of_its_bucket(load_frame):
 @pytest.mark.gpu
 @requires_cuda
 def test_a_frame_the_numbering_block_cannot_rank_runs_staged():
-    """More components than the numbering's sorting block ranks: the frame graph gives up on
+    """More kept clusters than the numbering's sorting block ranks: the frame graph gives up on
     the frame and the pipeline runs it staged, with the CPU pipeline's output."""
-    side = 110  # 12 100 isolated points, 1 m apart
+    side = 130  # 16 900 isolated points, 1 m apart
     grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), [0.0]), -1).reshape(-1, 3)
     cloud = xyzi_cloud(grid.astype(np.float32))
     settings = NodeSettings(cluster=ClusterConfig(d_th=0.5, min_cluster_size=1))
@@ -260,19 +260,36 @@ def test_a_frame_the_numbering_block_cannot_rank_runs_staged():
 
 @pytest.mark.gpu
 @requires_cuda
+def test_only_the_kept_clusters_need_ranking_in_the_graph():
+    """16 900 single points and 50 pairs, min_cluster_size 2: more components than the sorting
+    block holds, but only the 50 kept clusters are ranked, so the frame runs as a graph, with the
+    CPU pipeline's output (a VLS-128 sweep's thousands of lone points are this case)."""
+    side = 130
+    grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), [0.0]), -1).reshape(-1, 3)
+    pairs = grid[:50] + np.array([0.0, 0.0, 0.2])
+    cloud = xyzi_cloud(np.concatenate([grid, pairs]).astype(np.float32))
+    settings = NodeSettings(cluster=ClusterConfig(d_th=0.5, min_cluster_size=2))
+    got, call = whole_run(FramePipeline("cuda"), cloud, settings)
+    assert got.result.num_components > sort_capacity(0) and len(got.table) == 50
+    assert call is not None and call.host_syncs == 1
+    assert_same_output(got, run(FramePipeline("cpu"), cloud, settings))
+
+
+@pytest.mark.gpu
+@requires_cuda
 def test_unranked_components_stay_within_the_graphs_buffers():
-    """131 072 points scattered in a 100 m cube (the warm-up's cloud): most are alone, far more
-    components than the numbering ranks, so the labels in the graph are not valid; the graph's
+    """131 072 points scattered over 500 m: most are alone, far more kept clusters than the
+    numbering ranks, so the labels in the graph are not valid; the graph's
     kernels must stay within their buffers (an illegal address would end the process's CUDA
     context), the frame runs staged, and the next frames still run as graphs."""
     rng = np.random.default_rng(0)
-    scattered = rng.uniform((-50.0, -50.0, -2.0), (50.0, 50.0, 2.0), (131072, 3))
+    scattered = rng.uniform((-250.0, -250.0, -2.0), (250.0, 250.0, 2.0), (131072, 3))
     settings = SETTINGS["default"]
     pipeline = FramePipeline("cuda")
     for _ in range(3):
         got, call = whole_run(pipeline, xyzi_cloud(scattered.astype(np.float32)), settings)
-        assert call is None and got.result.num_components > sort_capacity(0)
-    cloud = xyzi_cloud(scattered[:5000].astype(np.float32) / 20.0)
+        assert call is None and len(got.result.cluster_sizes) > sort_capacity(0)
+    cloud = xyzi_cloud(scattered[:5000].astype(np.float32) / 100.0)
     got, call = whole_run(pipeline, cloud, settings)
     assert call is not None
     assert_same_output(got, run(FramePipeline("cpu"), cloud, settings))
@@ -306,8 +323,8 @@ def test_records_grouped_by_cluster_in_the_graph_match_the_cpu_pipeline(graph_pi
     frame_graphs = graph_pipeline._codec.frame_graphs
     frame_graphs.last_call = None
     got = graph_pipeline.process(cloud, config, window, group_records=True)
-    if frame_graphs.last_call is None:  # integer centimetres: too many components, staged
-        assert got.result.num_components > sort_capacity(0)
+    if frame_graphs.last_call is None:  # integer centimetres: too many clusters, staged
+        assert len(got.result.cluster_sizes) > sort_capacity(0)
     else:
         assert frame_graphs.last_call.outside_copies == 4
     expected = FramePipeline("cpu").process(cloud, config, window, group_records=True)

@@ -10,10 +10,11 @@ the VLP-16 PCD the whole ``PointXYZIRCAEDT``). These tests run on both twins (``
 fixture): ``decode_packets`` and the CUDA decoder (``cuda/codecs/velodyne.py``) in its place.
 
 The CUDA decoder also equals the CPU twin ``decode_packets`` byte for byte: same points, same
-order, same bits of every field, same packet index. Without CuPy (CI) three things run against
-``decode_packets`` on the three real bags, the HDL-32E/HDL-64E synthetic packets and random
-packets (every filter and branch, dual pairs, a calibration with the two-point correction on, one
-with subnormal ``sin_vert`` values):
+order, same bits of every field, same packet index, under both azimuth timings (``nebula`` and
+``sensor``: the decoding settings' ``azimuth_timing``). Without CuPy (CI) three things run
+against ``decode_packets`` on the three real bags, the HDL-32E/HDL-64E synthetic packets and
+random packets (every filter and branch, dual pairs, a calibration with the two-point correction
+on, one with subnormal ``sin_vert`` values):
 
 - the host side (tables, kernel parameter order, staging, the point rows);
 - :func:`kernel_model`, a NumPy transcription of ``cuda/kernels/codecs/velodyne.cu`` (float32
@@ -49,6 +50,8 @@ from gpu_euclidean_cluster.cuda.codecs.velodyne import (
     PACKET_THREADS,
     RETURN_KINDS,
     SCALAR_PARAMS,
+    SENSOR_TIMING,
+    TIMING_CODES,
     VelodyneTables,
     build_tables,
     packet_deltas,
@@ -72,7 +75,7 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import packets as packets_modu
 from gpu_euclidean_cluster.pointcloud_io.velodyne.calibration import float32_from_decimal
 from gpu_euclidean_cluster.pointcloud_io.velodyne.libm import glibc_cosf, glibc_sinf
 from gpu_euclidean_cluster.pointcloud_io.velodyne.packets import rotation_tables
-from gpu_euclidean_cluster.pointcloud_io.velodyne.sensors import Family
+from gpu_euclidean_cluster.pointcloud_io.velodyne.sensors import AZIMUTH_TIMINGS, Family
 
 from .._velodyne_helpers import encode_packets, expected_returns, raw_for_distance
 from ..conftest import cuda_only
@@ -382,9 +385,11 @@ def _variant(label: str):
     return calibration, model
 
 
-def _bag(folder: str):
-    """``(packets, whole-second stamps, calibration, settings)`` of a real bag, all messages."""
+def _bag(folder: str, timing: str = "nebula"):
+    """``(packets, whole-second stamps, calibration, settings)`` of a real bag, all messages,
+    with nebula's settings but the azimuth timing ``timing``."""
     bag, _, settings, calibration = CASES[folder]
+    settings = dataclasses.replace(settings, azimuth_timing=timing)
     scans = list(read_velodyne_scans(NEBULA / folder / bag))
     packets = np.concatenate([s.packets for s in scans])
     seconds = np.concatenate([s.packet_whole_seconds for s in scans])
@@ -512,6 +517,7 @@ def kernel_model(
     a = scalar_args(tables)
     i32, f64 = tables.i32, tables.f64
     family = int(a["family"])
+    sensor_timing = int(a["azimuth_timing"]) == SENSOR_TIMING
     vlp16, vlp32, vls128 = (FAMILY_CODES[f] == family for f in Family)
     count = packets.shape[0]
     t = np.arange(count * PACKET_THREADS)
@@ -567,7 +573,9 @@ def kernel_model(
         36000 + rotation_of(np.maximum(nxt, 0)) - rotation_of(rec[dual, 0, k]), 36000
     )
     diff = np.where((copy == -2) | (nxt < 0), 0, difference).astype(np.float64)
-    if vlp16:
+    if sensor_timing:
+        turn = _mul(diff, f64["sensor_turn"][origin + s])
+    elif vlp16:
         turn = _div(_mul(diff, f64["slot_turn"][s]), a["turn_div"])
     elif vlp32:
         turn = _mul(_div(_mul(diff, a["turn_mul"]), a["turn_div"]), s.astype(np.float64))
@@ -681,11 +689,15 @@ def test_return_kinds_follow_the_kernel_indices():
         assert RETURN_KINDS[int(index)] == getattr(packets_module, f"RETURN_{name}"), name
 
 
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize("label", sorted(SENSORS))
-def test_tables_hold_the_cpu_twins_values(label: str):
+def test_tables_hold_the_cpu_twins_values(label: str, timing: str):
     calibration, model = _variant(label)
-    settings = DecoderSettings(model, "Dual", "v", 0.3, 200.0, 0.0, 10, 350)
+    settings = DecoderSettings(model, "Dual", "v", 0.3, 200.0, 0.0, 10, 350, azimuth_timing=timing)
     tables = build_tables(calibration, settings)
+    assert tables.azimuth_timing == TIMING_CODES[timing]
+    sensor_turn = packets_module.sensor_turns(model)
+    assert np.array_equal(tables.f64["sensor_turn"], sensor_turn.astype(np.float64))
     radians, cos_table, sin_table = packets_module.rotation_tables()
     assert np.array_equal(tables.f64["cos_table"].astype(np.float32), cos_table)
     assert np.array_equal(tables.f64["sin_table"].astype(np.float32), sin_table)
@@ -703,10 +715,11 @@ def test_tables_hold_the_cpu_twins_values(label: str):
     assert tables.i32["recurrence"].shape == (2 * 3 * 12,)
     for dual in (False, True):
         block = np.arange(12)
-        azimuth_from = tables.i32["recurrence"].reshape(2, 3, 12)[int(dual), 0]
+        recurrence = tables.i32["recurrence"].reshape(2, 3, 12)[int(dual)]
+        assert np.array_equal(recurrence, packets_module.block_recurrence(settings, dual))
         rotation = np.tile(1000 + 100 * block, (1, 1))
-        azimuth, _ = packets_module.block_azimuths(rotation, np.array([dual]), family)
-        assert np.array_equal(azimuth[0], rotation[0, azimuth_from])
+        azimuth, _ = packets_module.block_azimuths(rotation, np.array([dual]), settings)
+        assert np.array_equal(azimuth[0], rotation[0, recurrence[0]])
 
 
 def test_staging_holds_deltas_then_packets():
@@ -735,53 +748,69 @@ def test_points_to_host_views_rows_as_the_point_dtype():
 
 
 @needs_nebula
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize("folder", sorted(CASES))
-def test_kernel_model_equals_the_cpu_twin_on_the_real_bags(folder: str):
-    packets, seconds, calibration, settings = _bag(folder)
+def test_kernel_model_equals_the_cpu_twin_on_the_real_bags(folder: str, timing: str):
+    packets, seconds, calibration, settings = _bag(folder, timing)
     scan = np.repeat(seconds[::50], 50)[: seconds.size] - 0.05  # some negative times
     want = decode_packets(packets, seconds, scan, calibration, settings)
     assert want[0].shape[0] > 10000
     got = kernel_model(
         build_tables(calibration, settings), packets, packet_deltas(seconds, scan, len(seconds))
     )
-    assert_same_points(got, want, folder)
+    assert_same_points(got, want, f"{folder} {timing}")
 
 
+def _hdl_settings(model: str, timing: str) -> DecoderSettings:
+    """The HDL packets' settings (single return, everything in range), azimuth timing ``timing``."""
+    return DecoderSettings(
+        model, "SingleStrongest", "velodyne", 0.4, 130.0, 0.0, 0, 360, azimuth_timing=timing
+    )
+
+
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize(("model", "calibration_name"), HDL_CASES)
-def test_kernel_model_equals_the_cpu_twin_on_hdl_packets(model: str, calibration_name: str):
+def test_kernel_model_equals_the_cpu_twin_on_hdl_packets(model, calibration_name, timing):
     calibration = _calibration(calibration_name)
-    settings = DecoderSettings(model, "SingleStrongest", "velodyne", 0.4, 130.0, 0.0, 0, 360)
+    settings = _hdl_settings(model, timing)
     packets, *_ = _hdl_packets(settings.sensor.lasers, calibration, seed=settings.sensor.lasers)
     stamps = np.array([10.0, 10.0005, 10.001])
     want = decode_packets(packets, stamps, 10.0, calibration, settings)
     got = kernel_model(build_tables(calibration, settings), packets, packet_deltas(stamps, 10.0, 3))
-    assert_same_points(got, want, model)
+    assert_same_points(got, want, f"{model} {timing}")
 
 
-def _random_input(label: str, seed: int, low: int, high: int):
+def _random_input(label: str, seed: int, low: int, high: int, timing: str):
     """``(calibration, settings, packets, packet seconds)`` of a random-packet case: 40 packets
-    from :func:`_random_packets`, dual returns, the cloud window ``low``-``high``."""
+    from :func:`_random_packets`, dual returns, the cloud window ``low``-``high``, the azimuth
+    timing ``timing``."""
     calibration, model = _variant(label)
-    settings = DecoderSettings(model, "Dual", "v", 0.3, 100.0, 0.0, low, high)
+    settings = DecoderSettings(
+        model, "Dual", "v", 0.3, 100.0, 0.0, low, high, azimuth_timing=timing
+    )
     packets = _random_packets(40, seed, settings.sensor.family)
     return calibration, settings, packets, 5.0 + 1e-4 * np.arange(40)
 
 
+RANDOM_CASE = ("label", "seed", "low", "high", "timing")
+
+
 def _random_cases():
-    windows = [(0, 360), (0, 359), (270, 90), (100, 100), (359, 1)]
+    windows = [(0, 360), (0, 359), (270, 90), (100, 101), (359, 1)]
     for label in sorted(SENSORS):
         for seed, (low, high) in enumerate(windows):
-            yield label, seed, low, high
+            for timing in AZIMUTH_TIMINGS:
+                yield label, seed, low, high, timing
 
 
-@pytest.mark.parametrize(("label", "seed", "low", "high"), list(_random_cases()))
-def test_kernel_model_equals_the_cpu_twin_on_random_packets(label, seed, low, high):
-    calibration, settings, packets, seconds = _random_input(label, seed, low, high)
+@pytest.mark.parametrize(RANDOM_CASE, list(_random_cases()))
+def test_kernel_model_equals_the_cpu_twin_on_random_packets(label, seed, low, high, timing):
+    calibration, settings, packets, seconds = _random_input(label, seed, low, high, timing)
     want = decode_packets(packets, seconds, 5.001, calibration, settings)
     got = kernel_model(
         build_tables(calibration, settings), packets, packet_deltas(seconds, 5.001, 40)
     )
-    assert_same_points(got, want, f"{label} seed {seed} window {low}-{high}")
+    assert_same_points(got, want, f"{label} seed {seed} window {low}-{high} {timing}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -810,26 +839,30 @@ def _both_paths(decoder, packets, seconds, scan, label):
 
 @cuda_only
 @needs_nebula
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize("folder", sorted(CASES))
-def test_gpu_equals_the_cpu_twin_on_the_real_bags(folder: str):
-    packets, seconds, calibration, settings = _bag(folder)
+def test_gpu_equals_the_cpu_twin_on_the_real_bags(folder: str, timing: str):
+    packets, seconds, calibration, settings = _bag(folder, timing)
     decoder = _decoder(calibration, settings)
-    want = _both_paths(decoder, packets, seconds, seconds[0], f"{folder}, one scan stamp")
+    label = f"{folder} {timing}"
+    want = _both_paths(decoder, packets, seconds, seconds[0], f"{label}, one scan stamp")
     assert want[0].shape[0] > 10000
     scan = np.repeat(seconds[::50], 50)[: seconds.size] - 0.05  # some negative times
-    _both_paths(decoder, packets, seconds, scan, f"{folder}, scan stamp per packet")
+    _both_paths(decoder, packets, seconds, scan, f"{label}, scan stamp per packet")
     # a batch of one packet, and batches reusing the grown buffers with fewer packets
     for start, stop in ((0, 1), (7, 8), (10, 300), (0, len(packets)), (3, 5)):
         _both_paths(decoder, packets[start:stop], seconds[start:stop], seconds[start],
-                    f"{folder}, packets {start}:{stop}")  # fmt: skip
+                    f"{label}, packets {start}:{stop}")  # fmt: skip
 
 
 @cuda_only
 @needs_nebula
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize("folder", sorted(CASES))
-def test_gpu_sweeps_equal_the_cpu_sweeps(folder: str):
+def test_gpu_sweeps_equal_the_cpu_sweeps(folder: str, timing: str):
     """``SweepDecoder`` with the GPU decoding in place of ``decode_packets``: the same sweeps."""
     bag, _, settings, calibration_name = CASES[folder]
+    settings = dataclasses.replace(settings, azimuth_timing=timing)
     calibration = _calibration(calibration_name)
     scans = list(read_velodyne_scans(NEBULA / folder / bag))
     cpu = SweepDecoder(calibration, settings)
@@ -845,22 +878,23 @@ def test_gpu_sweeps_equal_the_cpu_sweeps(folder: str):
 
 
 @cuda_only
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize(("model", "calibration_name"), HDL_CASES)
-def test_gpu_equals_the_cpu_twin_on_hdl_packets(model: str, calibration_name: str):
+def test_gpu_equals_the_cpu_twin_on_hdl_packets(model: str, calibration_name: str, timing: str):
     calibration = _calibration(calibration_name)
-    settings = DecoderSettings(model, "SingleStrongest", "velodyne", 0.4, 130.0, 0.0, 0, 360)
+    settings = _hdl_settings(model, timing)
     packets, *_ = _hdl_packets(settings.sensor.lasers, calibration, seed=settings.sensor.lasers)
     want = _both_paths(_decoder(calibration, settings), packets, np.array([10.0, 10.0005, 10.001]),
-                       10.0, model)  # fmt: skip
+                       10.0, f"{model} {timing}")  # fmt: skip
     assert want[0].shape[0] == packets.shape[0] * 384
 
 
 @cuda_only
-@pytest.mark.parametrize(("label", "seed", "low", "high"), list(_random_cases()))
-def test_gpu_equals_the_cpu_twin_on_random_packets(label, seed, low, high):
-    calibration, settings, packets, seconds = _random_input(label, seed, low, high)
+@pytest.mark.parametrize(RANDOM_CASE, list(_random_cases()))
+def test_gpu_equals_the_cpu_twin_on_random_packets(label, seed, low, high, timing):
+    calibration, settings, packets, seconds = _random_input(label, seed, low, high, timing)
     _both_paths(_decoder(calibration, settings), packets, seconds, 5.001,
-                f"{label} seed {seed} window {low}-{high}")  # fmt: skip
+                f"{label} seed {seed} window {low}-{high} {timing}")  # fmt: skip
 
 
 @cuda_only
@@ -878,14 +912,12 @@ def test_gpu_edge_cases():
         decoder.decode(np.zeros((2, 1200), np.uint8), np.zeros(2), 0.0)
     packets = _random_packets(3, 11, Family.VLP16)
     _both_paths(decoder, packets[:1], np.array([1.0]), 0.5, "one packet")
-    # everything filtered: empty range, empty window (min == max), headers all bad
-    for nothing in (
-        DecoderSettings("VLP16", "Dual", "v", 50.0, 10.0, 0.0, 0, 360),
-        DecoderSettings("VLP16", "Dual", "v", 0.3, 100.0, 0.0, 90, 90),
-    ):
-        points, index = _decoder(calibration, nothing).decode_to_host(packets, np.ones(3), 0.0)
-        assert points.shape == (0,) and index.shape == (0,)
-        assert decode_packets(packets, np.ones(3), 0.0, calibration, nothing)[0].shape == (0,)
+    # everything filtered: a range beyond every return (2 bytes of 2 mm: 131 m at most), headers
+    # all bad (an empty range or window is refused by the settings themselves)
+    nothing = DecoderSettings("VLP16", "Dual", "v", 299.0, 300.0, 0.0, 0, 360)
+    points, index = _decoder(calibration, nothing).decode_to_host(packets, np.ones(3), 0.0)
+    assert points.shape == (0,) and index.shape == (0,)
+    assert decode_packets(packets, np.ones(3), 0.0, calibration, nothing)[0].shape == (0,)
     bad = packets.copy()
     bad[:, 0] = 0
     points, index = decoder.decode_to_host(bad, np.ones(3), 0.0)
@@ -992,36 +1024,40 @@ def host_decode(run, tables: VelodyneTables, packets: np.ndarray, deltas: np.nda
 
 
 @needs_nebula
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize("folder", sorted(CASES))
-def test_kernel_source_on_the_host_equals_the_cpu_twin_on_the_real_bags(folder, host_kernels):
-    packets, seconds, calibration, settings = _bag(folder)
+def test_kernel_source_on_the_host_equals_the_cpu_twin_on_the_real_bags(
+    folder, timing, host_kernels
+):
+    packets, seconds, calibration, settings = _bag(folder, timing)
     scan = np.repeat(seconds[::50], 50)[: seconds.size] - 0.05
     want = decode_packets(packets, seconds, scan, calibration, settings)
     deltas = packet_deltas(seconds, scan, len(seconds))
     got = host_decode(host_kernels, build_tables(calibration, settings), packets, deltas)
-    assert_same_points(got, want, f"{folder} (kernel source on the host)")
+    assert_same_points(got, want, f"{folder} {timing} (kernel source on the host)")
 
 
+@pytest.mark.parametrize("timing", AZIMUTH_TIMINGS)
 @pytest.mark.parametrize(("model", "calibration_name"), HDL_CASES)
 def test_kernel_source_on_the_host_equals_the_cpu_twin_on_hdl_packets(
-    model, calibration_name, host_kernels
+    model, calibration_name, timing, host_kernels
 ):
     calibration = _calibration(calibration_name)
-    settings = DecoderSettings(model, "SingleStrongest", "velodyne", 0.4, 130.0, 0.0, 0, 360)
+    settings = _hdl_settings(model, timing)
     packets, *_ = _hdl_packets(settings.sensor.lasers, calibration, seed=settings.sensor.lasers)
     stamps = np.array([10.0, 10.0005, 10.001])
     want = decode_packets(packets, stamps, 10.0, calibration, settings)
     tables = build_tables(calibration, settings)
     got = host_decode(host_kernels, tables, packets, packet_deltas(stamps, 10.0, 3))
-    assert_same_points(got, want, f"{model} (kernel source on the host)")
+    assert_same_points(got, want, f"{model} {timing} (kernel source on the host)")
 
 
-@pytest.mark.parametrize(("label", "seed", "low", "high"), list(_random_cases()))
+@pytest.mark.parametrize(RANDOM_CASE, list(_random_cases()))
 def test_kernel_source_on_the_host_equals_the_cpu_twin_on_random_packets(
-    label, seed, low, high, host_kernels
+    label, seed, low, high, timing, host_kernels
 ):
-    calibration, settings, packets, seconds = _random_input(label, seed, low, high)
+    calibration, settings, packets, seconds = _random_input(label, seed, low, high, timing)
     want = decode_packets(packets, seconds, 5.001, calibration, settings)
     tables = build_tables(calibration, settings)
     got = host_decode(host_kernels, tables, packets, packet_deltas(seconds, 5.001, 40))
-    assert_same_points(got, want, f"{label} seed {seed} window {low}-{high} (host)")
+    assert_same_points(got, want, f"{label} seed {seed} window {low}-{high} {timing} (host)")

@@ -13,6 +13,8 @@ Modules:
 - :mod:`.harness`: the node's process (RSS watchdog, log) and the probe node that feeds it.
 - :mod:`.matrix`: the malformed ``PointCloud2`` messages and what the node did with each.
 - :mod:`.attack`: the hostile-input suite (files, bags, options, start-up inputs, launch files).
+- :mod:`.packet_attack`: its Velodyne cases: the packet input's start-up inputs, and the driver
+  that feeds the node hostile ``VelodyneScan`` messages.
 
 They import the benchmarks' records and helpers (``benchmarks/``); the benchmarks never import
 them.

@@ -47,9 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Flood the node (as its own process) at 50 and 200 Hz, soak it with 2000 "
         "frames while sampling its RSS, send a matrix of malformed PointCloud2 messages, and run "
-        "the hostile-input suite (files, bags, options, start-up inputs and launch files, each "
-        "case its own process); writes reliability.json and checks crashes, tracebacks, wrong "
-        "outputs, refusals of valid input, peak memory, RSS slope and drop reporting.",
+        "the hostile-input suite (files, bags, options, start-up inputs, launch files and Velodyne "
+        "packets into the node, each case its own process); writes reliability.json and checks "
+        "crashes, tracebacks, wrong outputs, refusals of valid input, peak memory, RSS slope and "
+        "drop reporting.",
     )
     parser.add_argument(
         "--output", type=Path, required=True, metavar="DIR", help="folder of the results"

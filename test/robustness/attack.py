@@ -20,8 +20,14 @@ Groups (:func:`build_cases`):
   topic names, remaps, a history depth), a valid ``make-bag``, one stopped by Ctrl-C and its
   re-run to the same name;
 - ``node``: ``euclidean_cluster_node`` with each start-up input the attack broke (QoS name,
-  params file missing / not YAML / a folder, remap, log level), and a valid start stopped by one
-  SIGINT and by two (as ``ros2 launch`` delivers Ctrl-C);
+  params file missing / not YAML / a folder, remap, log level; and the packet input's calibration
+  files and decoder settings, :func:`.packet_attack.start_up_cases`), and a valid start stopped by
+  one SIGINT and by two (as ``ros2 launch`` delivers Ctrl-C);
+- ``packets``: the node fed hostile ``VelodyneScan`` messages by a driver process
+  (:mod:`.packet_attack`: a 121 MB message of 100 000 packets, a sensor that never turns, another
+  model's packets): each refused with its warning and count, the node clustering the sweeps of a
+  turning sensor afterwards, within 20 x the messages' bytes + the allowance; not run, saying so,
+  without ``velodyne_msgs``;
 - ``launch``: each launch file with a missing params file and with one that is not YAML, where
   ``ros2 launch`` and the installed package are found beside this Python.
 
@@ -61,6 +67,7 @@ import numpy as np
 from benchmarks.environment import private_domain_id
 
 from .harness import TRACEBACK
+from .packet_attack import packet_cases, start_up_cases
 
 #: Peak RSS allowed beyond 20 x the input: a tool's Python with NumPy, SciPy, rclpy, Fast DDS
 #: and, on a GPU, the CUDA context (100 MB or less on the CPU here).
@@ -570,6 +577,7 @@ def _node_cases(folder: Path, namespace: str, backend: str) -> list[AttackCase]:
         ("params file a folder", ["--params-file", str(folder)], "is a directory"),
         ("remap to bad!!", ["-r", "input/points:=bad!!"], "Couldn't parse remap rule"),
         ("--log-level bogus", ["--log-level", "bogus"], "Couldn't parse log level"),
+        *start_up_cases(folder),
     ]
     cases = [
         AttackCase(
@@ -599,6 +607,27 @@ def _node_cases(folder: Path, namespace: str, backend: str) -> list[AttackCase]:
             )
         )
     return cases
+
+
+def _packet_cases(
+    folder: Path, namespace: str, backend: str, not_run: list[str]
+) -> list[AttackCase]:
+    def held(run: CaseRun) -> str | None:
+        return None if "node ran on: refused" in run.output else _last_line(run.output)
+
+    return [
+        AttackCase(
+            name=name,
+            group="packets",
+            what=what,
+            command=command,
+            valid=False,
+            statuses=(OK,),
+            inputs=(messages,),
+            check=held,
+        )
+        for name, what, command, messages, _ in packet_cases(folder, namespace, backend, not_run)
+    ]
 
 
 LAUNCH_FILES = {
@@ -665,6 +694,7 @@ def build_cases(
     cases += _bag_cases(folder, frame, namespace, damaged_per_storage)
     cases += _option_cases(folder, frame, namespace)
     cases += _node_cases(folder, namespace, backend)
+    cases += _packet_cases(folder, namespace, backend, not_run)
     cases += _launch_cases(folder, namespace, not_run)
     return cases, not_run
 

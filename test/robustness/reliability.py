@@ -10,7 +10,9 @@ The node is started as a user starts it (:mod:`.harness`) and fed from this proc
    rate the node sustains), the node's RSS sampled every ``rss_every`` frames; crashes (the node
    exits) and hangs (no output for ``hang_timeout_s``).
 3. **Malformed-message matrix** (:mod:`.matrix`).
-4. **Hostile input** (:mod:`.attack`): an attack's cases against the command-line tools,
+4. **RANSAC at the largest ``ground_iterations``** (:mod:`.ransac`): a node of its own, the frame
+   sent a few times; each answered within a deadline, the fit's cap reported.
+5. **Hostile input** (:mod:`.attack`): an attack's cases against the command-line tools,
    the node's start-up and the launch files, each case its own process (``--attack-only`` runs
    this part alone).
 
@@ -55,6 +57,7 @@ from .attack import (
 )
 from .harness import TRACEBACK, Session, Tick, node_command
 from .matrix import MatrixCaseResult, Message, message, run_matrix, settled
+from .ransac import RansacResult, check_ransac, format_ransac, measure_ransac
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +225,7 @@ class ReliabilityReport:
     matrix: list[MatrixCaseResult]
     nodes: list[NodeSession]
     attack: AttackReport | None = None
+    ransac: RansacResult | None = None
     targets: list[TargetCheck] = field(default_factory=list)
     passed: bool = False
 
@@ -266,6 +270,7 @@ def run_reliability(options: ReliabilityOptions) -> ReliabilityReport:
             )
         finally:
             nodes = sessions.close_all()
+        ransac = measure_ransac(options.backend, domain_id, folder, options.rss_limit_mb, good)
     attack = run_attack(*attack_inputs(options), domain_id=domain_id, backend=options.backend)
     # The nodes ran in processes of their own: a backend of the kind they reported, made here,
     # describes their device.
@@ -282,6 +287,7 @@ def run_reliability(options: ReliabilityOptions) -> ReliabilityReport:
         matrix=matrix,
         nodes=nodes,
         attack=attack,
+        ransac=ransac,
     )
     report.targets = check_reliability(report)
     report.passed = all(c.status != "missed" for c in report.targets)
@@ -529,7 +535,11 @@ def _slope_per_1000(samples: list[list[float]]) -> float | None:
 
 def check_reliability(report: ReliabilityReport) -> list[TargetCheck]:
     """The reliability targets against a report of :func:`run_reliability`."""
-    return [*_node_checks(report), *(check_attack(report.attack) if report.attack else [])]
+    return [
+        *_node_checks(report),
+        *(check_ransac(report.ransac) if report.ransac else []),
+        *(check_attack(report.attack) if report.attack else []),
+    ]
 
 
 def _node_checks(report: ReliabilityReport) -> list[TargetCheck]:
@@ -642,6 +652,8 @@ def format_reliability(report: ReliabilityReport) -> str:
         for c in matrix
         if not c.as_expected
     ]
+    if report.ransac is not None:
+        lines.append(format_ransac(report.ransac))
     if report.attack is not None:
         lines.append(format_attack(report.attack))
     lines.append(format_targets(report.targets))

@@ -20,6 +20,7 @@ from test.robustness.attack import (
     run_process,
     totals,
 )
+from test.robustness.packet_attack import read_messages, start_up_cases, write_messages
 
 PYTHON = (sys.executable, "-c")
 
@@ -146,3 +147,32 @@ def test_the_memory_bound_takes_the_allowance_given():
 def test_the_cuda_runtime_probe_fails_with_the_reason_without_cuda():
     with pytest.raises(RuntimeError, match="the CUDA runtime probe failed"):
         cuda_runtime_mb({})
+
+
+def test_the_packet_start_up_cases_name_the_librarys_refusals(tmp_path):
+    """Each start-up case's refusal is what the packet input says of its input (in-process here;
+    the suite starts the node with it)."""
+    from gpu_euclidean_cluster.core.config import ConfigError
+    from gpu_euclidean_cluster.ros.node.packet_input import packet_sweeps
+    from gpu_euclidean_cluster.ros.parameters.specs import PARAMETERS
+
+    defaults = {spec.name: spec.default for spec in PARAMETERS}
+    cases = start_up_cases(tmp_path)
+    assert len(cases) == 16
+    for name, arguments, refusal in cases:
+        given = dict(a.split(":=", 1) for a in arguments if a != "-p")
+        values = {**defaults, **given}
+        for key in ("sensor_min_range", "sensor_max_range"):
+            values[key] = float(values[key])
+        for key in ("cloud_min_angle", "cloud_max_angle"):
+            values[key] = int(values[key])
+        with pytest.raises(ConfigError) as refused:
+            packet_sweeps(values)
+        assert refusal in str(refused.value), (name, str(refused.value))
+
+
+def test_the_packet_messages_file_gives_back_what_was_written(tmp_path):
+    path = tmp_path / "messages.bin"
+    messages = [b"", b"\x00\x01\x00\x00abc", bytes(range(256)) * 5]
+    write_messages(path, iter(messages))
+    assert list(read_messages(path)) == messages

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...core.cluster_stats import SUM_LEAF
 from ...core.frame import FrameWindow
-from ...pointcloud_io.pointcloud2 import DATATYPES, UINT8, RawCloud
+from ...pointcloud_io.pointcloud2 import DATATYPES, UINT8, RawCloud, on_device
 from ...pointcloud_io.pointcloud2_plan import CloudShape, OutputLayout, XyzPlan
 from ..graphs.launches import (
     DEVICE_TO_HOST,
@@ -353,10 +353,13 @@ def table_steps(
 
 def copy_in(a: FrameArrays, cloud: RawCloud, shape: CloudShape, stream: Any) -> None:
     """The cloud's shape into the page-locked words ``shape_in`` copies, its payload onto the
-    device (from the message's memory as it is)."""
+    device (from the message's memory as it is; a device payload, a sweep decoded on the GPU,
+    device to device)."""
     n, width, row_step, nbytes = shape
     a.host_dims[:] = (n, width, row_step)
-    copy_async(a.raw, np.frombuffer(cloud.data, dtype=np.uint8, count=nbytes), nbytes, stream)
+    data = cloud.data
+    payload = data if on_device(data) else np.frombuffer(data, dtype=np.uint8, count=nbytes)
+    copy_async(a.raw, payload, nbytes, stream)
 
 
 def copy_back(a: FrameArrays, layout: FrameLayout, n: int, records: int, stream: Any) -> None:

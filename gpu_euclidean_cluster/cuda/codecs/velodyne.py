@@ -20,7 +20,9 @@ synchronisation of :meth:`~CudaPacketDecoder.decode`), and ``velo_points`` recom
 slot with the same code and writes its point at its rank: the CPU twin's order (packet, block,
 slot). The CPU twin's float32 arithmetic is replayed in double with one rounding to float32 per
 operation (exact, and immune to CuPy's ``-ftz=true``); the trigonometric, calibration and time
-tables are the CPU twin's own values (:func:`build_tables`), uploaded once.
+tables are the CPU twin's own values (:func:`build_tables`), uploaded once, and so are the block
+recurrence and the firing-time shares of the settings' ``azimuth_timing`` (``nebula`` or
+``sensor``: both rules decode byte for byte as the CPU twin).
 
 Sweeps: :class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.sweeps.SweepDecoder` cuts the stream
 on the host and needs decoded points only to concatenate and split them; its decoding call has
@@ -61,6 +63,7 @@ from ...pointcloud_io.velodyne.packets import (
     VLS128_DISTANCE_RESOLUTION,
     block_recurrence,
     rotation_tables,
+    sensor_turns,
     time_offsets,
 )
 from ...pointcloud_io.velodyne.sensors import DecoderSettings, Family
@@ -75,6 +78,10 @@ FAMILY_CODES = {
     Family.VLP32: VLP32_FAMILY,
     Family.VLS128: VLS128_FAMILY,
 }
+#: The kernels' ``azimuth_timing`` argument.
+NEBULA_TIMING = 0
+SENSOR_TIMING = 1
+TIMING_CODES = {"nebula": NEBULA_TIMING, "sensor": SENSOR_TIMING}
 
 #: Threads per CUDA block: one per (block, slot) return of a packet.
 PACKET_THREADS = BLOCKS * SLOTS
@@ -96,15 +103,15 @@ RETURN_KINDS = (
 #: then come the int32 tables, the float64 tables and the outputs (``rank``, ``points``,
 #: ``packet_index``): ``VELO_PARAMS`` of ``cuda/kernels/codecs/velodyne.cu`` lists the same names.
 SCALAR_PARAMS = (
-    "family", "laser_count", "mode_strongest", "mode_last", "mode_dual", "upper_bank",
-    "lower_bank", "time_columns", "window_low", "window_high", "resolution", "turn_mul",
-    "turn_div", "min_range", "max_range",
+    "family", "azimuth_timing", "laser_count", "mode_strongest", "mode_last", "mode_dual",
+    "upper_bank", "lower_bank", "time_columns", "window_low", "window_high", "resolution",
+    "turn_mul", "turn_div", "min_range", "max_range",
 )  # fmt: skip
 I32_TABLES = (
     "recurrence", "vls_banks", "return_codes", "ring", "two_pt", "min_intensity", "max_intensity",
 )  # fmt: skip
 F64_TABLES = (
-    "radians", "cos_table", "sin_table", "time_table", "slot_turn", "group_turn",
+    "radians", "cos_table", "sin_table", "time_table", "slot_turn", "group_turn", "sensor_turn",
     "dist_correction", "rot_term", "cos_vert", "sin_vert", "horiz", "vert", "dist_x", "dist_y",
     "focal_offset", "focal_slope",
 )  # fmt: skip
@@ -120,6 +127,8 @@ VELODYNE_CONSTANTS = (
     ("VELO_VLP16", VLP16_FAMILY),
     ("VELO_VLP32", VLP32_FAMILY),
     ("VELO_VLS128", VLS128_FAMILY),
+    ("VELO_NEBULA_TIMING", NEBULA_TIMING),
+    ("VELO_SENSOR_TIMING", SENSOR_TIMING),
 )
 KERNELS = ("velo_flags", "velo_points")
 
@@ -137,18 +146,21 @@ class VelodyneTables:
 
     Attributes:
         family: the kernels' family code (:data:`FAMILY_CODES`).
+        azimuth_timing: the kernels' code of the settings' ``azimuth_timing``
+            (:data:`TIMING_CODES`).
         laser_count: entries of the per-laser tables (``calibration.size``).
         time_columns: columns of the time table (32, or 17 for VLS-128).
         window_low, window_high: ``cloud_min_angle * 100``, ``cloud_max_angle * 100``.
         resolution: metres per distance unit (float32 value).
-        turn_mul, turn_div: float32 factors of step 3 (VLP-32: ``2.304f`` and ``55.296f``;
-            VLP-16: divisor ``110.592f``; 1 where unused).
+        turn_mul, turn_div: float32 factors of step 3's ``nebula`` rule (VLP-32: ``2.304f``
+            and ``55.296f``; VLP-16: divisor ``110.592f``; 1 where unused).
         min_range, max_range: the settings' range, compared in double.
         i32: int32 tables by name (:data:`I32_TABLES`); f64: float64 tables (:data:`F64_TABLES`),
             every one of them float32 values widened except ``rot_term``, a double.
     """
 
     family: int
+    azimuth_timing: int
     laser_count: int
     time_columns: int
     window_low: int
@@ -163,7 +175,9 @@ class VelodyneTables:
 
 
 def build_tables(calibration: VelodyneCalibration, settings: DecoderSettings) -> VelodyneTables:
-    """The kernels' tables, with the CPU twin's expressions (``packets.py``, steps 1-10)."""
+    """The kernels' tables, with the CPU twin's expressions (``packets.py``, steps 1-10); the
+    recurrence and ``sensor_turn`` are the CPU twin's own tables for the settings' model and
+    ``azimuth_timing``."""
     family = settings.sensor.family
     radians, cos_table, sin_table = rotation_tables()
     time_table = time_offsets(family)
@@ -189,7 +203,7 @@ def build_tables(calibration: VelodyneCalibration, settings: DecoderSettings) ->
     focal_offset = (_F(256) * a) * a
     rot_term = ((calibration.rot_correction.astype(np.float64) * 180.0) / np.pi) * 100.0
     recurrence = np.stack(
-        [np.stack(block_recurrence(family, dual)) for dual in (False, True)]
+        [np.stack(block_recurrence(settings, dual)) for dual in (False, True)]
     )  # (dual, [azimuth_from, next_from, copy_from], block)
     i32 = {
         "recurrence": recurrence,
@@ -207,6 +221,7 @@ def build_tables(calibration: VelodyneCalibration, settings: DecoderSettings) ->
         "time_table": time_table,
         "slot_turn": slot_turn,
         "group_turn": group_turn,
+        "sensor_turn": sensor_turns(settings.model),
         "dist_correction": calibration.dist_correction,
         "rot_term": rot_term,
         "cos_vert": calibration.cos_vert,
@@ -223,6 +238,7 @@ def build_tables(calibration: VelodyneCalibration, settings: DecoderSettings) ->
             raise TypeError(f"table {name} is {array.dtype}, not the float32 the CPU twin uses")
     return VelodyneTables(
         family=FAMILY_CODES[family],
+        azimuth_timing=TIMING_CODES[settings.azimuth_timing],
         laser_count=calibration.size,
         time_columns=int(time_table.shape[1]),
         window_low=int(settings.cloud_min_angle) * 100,
@@ -242,6 +258,7 @@ def scalar_args(tables: VelodyneTables) -> dict[str, np.int32 | np.float64]:
     them."""
     return {
         "family": np.int32(tables.family),
+        "azimuth_timing": np.int32(tables.azimuth_timing),
         "laser_count": np.int32(tables.laser_count),
         "mode_strongest": np.int32(MODE_STRONGEST),
         "mode_last": np.int32(MODE_LAST),

@@ -21,7 +21,7 @@ synchronisations per call. Here the call is one graph launch and one synchronisa
    neighbours), the numbering's memset and two launches (``numbering.py``), and the copies out.
    Later calls replay it.
 4. One host synchronisation at the end reads the component count and the kept sizes. Where the
-   numbering's single sorting block could not rank the components (more than
+   numbering's single sorting block could not rank the kept clusters (more than
    ``numbering.SORT_CAPACITY``), the keys are sorted by CuPy after the graph, as the staged path
    does: one more synchronisation, counted in :attr:`GraphCall.host_syncs`.
 

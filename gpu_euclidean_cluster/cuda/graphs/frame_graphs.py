@@ -11,9 +11,10 @@ graph is its bucket's (``cluster_graphs.Bucket``): the kernels read N from the d
 serves every cloud of a bucket, layout, window and clustering configuration; the first such frame
 captures it. The output is the staged codec's byte for byte (``test/frame/test_frame_graph.py``).
 
-A frame whose components outnumber the numbering's sorting block (``numbering.SORT_CAPACITY``) is
-not finished in the graph: :meth:`FrameGraphs.run` answers ``core.frame.Unsupported`` and the
-caller runs it staged, as every configuration the graph does not cover.
+A frame whose kept clusters (components within the size filter) outnumber the numbering's
+sorting block (``numbering.sort_capacity``) is not finished in the graph: :meth:`FrameGraphs.run`
+answers ``core.frame.Unsupported`` and the caller runs it staged, as every configuration the
+graph does not cover.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ MAX_POINTS = PINNED_LABELS_MAX_POINTS
 #: Frame graphs kept (least recently used dropped first, with their buffers).
 MAX_FRAME_GRAPHS = 8
 #: Why a frame the graph could not finish runs staged.
-UNRANKED = Unsupported("more components than the numbering's sorting block ranks")
+UNRANKED = Unsupported("more kept clusters than the numbering's sorting block ranks")
 
 
 def frame_graph_applies(config: ClusterConfig, num_points: int) -> bool:
@@ -128,7 +129,7 @@ class FrameGraphs:
         """The frame of ``cloud`` (``shape`` planned and checked by the codec): the graph's
         arrays, their host twins filled (valid until its next call), and the clustering result
         (labels in a new device array); ``Unsupported`` where it runs staged: outside
-        :func:`frame_graph_applies`, graphs off on this device, or more components than the
+        :func:`frame_graph_applies`, graphs off on this device, or more kept clusters than the
         numbering's block sorts."""
         n, nbytes = shape[0], shape[3]
         if not frame_graph_applies(config, n):

@@ -3,11 +3,13 @@
 Equal, label for label, to :func:`gpu_euclidean_cluster.core.numbering.canonical_labels`.
 One memset, two launches and one small device-to-host copy (cuda/kernels/labelling/numbering.cu):
 the first kernel gathers each component's size and smallest member with warp-aggregated atomics and
-lists the components; its last block sorts their keys ``(n - size, smallest member)`` in shared
-memory, writes each component's rank and the kept sizes run-length encoded (at most ``sqrt(2n)``
-runs); the second writes the labels. The host then reads the component count and the runs in one
-copy. With more than :data:`SORT_CAPACITY` components the keys are sorted by ``cupy`` instead (one
-more round trip). The kernels come from :data:`~..module.CLUSTERING`.
+lists the components; its last block sorts the keys ``(n - size, smallest member)`` of the kept
+components (those the size filter keeps: the others are -1 whatever their order, so a sweep of
+many single-point components still sorts in one block) in shared memory, writes each kept
+component's rank and the kept sizes run-length encoded (at most ``sqrt(2n)`` runs); the second
+writes the labels. The host then reads the component count and the runs in one copy. With more
+than :data:`SORT_CAPACITY` kept components all keys are sorted by ``cupy`` instead (one more
+round trip). The kernels come from :data:`~..module.CLUSTERING`.
 
 The device work is built as data (:func:`numbering_steps`, ``launches.py``) over
 :class:`NumberingBuffers`: :func:`canonical_labels_gpu` allocates them per call, the graph path
@@ -28,8 +30,8 @@ import numpy as np
 from ..graphs.launches import DEVICE_TO_HOST, Copy, KernelLaunch, Memset, Step, issue
 from ..module import CLUSTERING, THREADS, blocks, get_kernel
 
-#: Most components the single sorting block orders (keys in its shared memory, 8 bytes each).
-SORT_CAPACITY = 8192
+#: Most kept components the single sorting block orders (keys in its shared memory, 8 bytes each).
+SORT_CAPACITY = 16384
 #: Threads per block of the statistics kernel (its last block sorts with all of them).
 STATS_THREADS = 1024
 _HEADER = 4  # K, kept, runs, status
@@ -52,18 +54,22 @@ def _host_buffer(count: int) -> np.ndarray:
 
 @cache
 def sort_capacity(device_id: int) -> int:
-    """Most component keys the sorting block of ``numbering_stats`` orders on ``device_id``:
-    :data:`SORT_CAPACITY` once the kernel is opted in to that much dynamic shared memory (done
-    here, once per device), else what fits in the default 48 KiB."""
+    """Most component keys the sorting block of ``numbering_stats`` orders on ``device_id``: the
+    largest power of two up to :data:`SORT_CAPACITY` whose keys the kernel may hold in dynamic
+    shared memory (opted in here, once per device: 128 KiB where a block may opt in to that much,
+    as on Hopper and the A100; 64 KiB on most other recent GPUs), else what fits in the default
+    48 KiB."""
+    stats = get_kernel(CLUSTERING, "numbering_stats", device_id)
     capacity = SORT_CAPACITY
-    if 8 * capacity > _DEFAULT_SHARED:
-        stats = get_kernel(CLUSTERING, "numbering_stats", device_id)
+    while 8 * capacity > _DEFAULT_SHARED:
         try:
             with cupy.cuda.Device(device_id):
                 stats.max_dynamic_shared_size_bytes = 8 * capacity
-        except Exception:  # no opt-in to large shared memory: sort what fits by default
-            capacity = _DEFAULT_SHARED // 2 // 8
-    return capacity
+            return capacity
+        except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError):
+            # more than a block may opt in to
+            capacity //= 2
+    return _DEFAULT_SHARED // 2 // 8
 
 
 def size_bounds(min_size: int, max_size: int) -> tuple[np.int32, np.int32]:

@@ -2,10 +2,12 @@
 
 :func:`decode_packets` maps ``(P, 1206)`` uint8 packets, their stamps and the sweep stamp in
 force for each packet to the points nebula's decoders emit from them, in nebula's order (packet,
-then block, then the 32 returns of the block in packet order). It holds no state: cutting the
-stream into sweeps is :mod:`.sweeps`' job. Every slot ``(packet, block, slot)`` is computed
-independently from its packet, so a GPU twin can run one thread per firing and laser and compact
-the valid slots in the same order.
+then block, then the 32 returns of the block in packet order); with the settings'
+``azimuth_timing`` ``sensor``, each return's azimuth follows its model's manual instead (steps 1
+and 3), everything else stays nebula's. It holds no state: cutting the stream into sweeps is
+:mod:`.sweeps`' job. Every slot ``(packet, block, slot)`` is computed independently from its
+packet, so a GPU twin can run one thread per firing and laser and compact the valid slots in the
+same order.
 
 Packet layout (little-endian): 12 blocks of 100 bytes (``uint16 header``, ``uint16 rotation`` in
 centidegrees, 32 returns of ``uint16 distance`` and ``uint8 intensity``), then a ``uint32``
@@ -16,21 +18,30 @@ other return of the same firing.
 Arithmetic of one slot, exactly as nebula's C++ (float is float32, double float64; ``f(x)``
 rounds a double to float32; no fused multiply-add; ``->`` is a C conversion):
 
-1. Per block, nebula's azimuth recurrence (:func:`block_azimuths`): ``step = 1 + dual``; block
-   0's ``azimuth`` is its own ``rotation``, block ``b >= 1`` takes ``rotation[min(b - 1,
-   11 - step) + step]`` (so in dual mode an odd block reads the next pair's rotation: nebula's
-   quirk, kept). ``azimuth_diff`` (float) is ``(36000 + rotation[b + step] - azimuth) % 36000``
-   (C int remainder) for ``b < 12 - step``, otherwise 0 for the family's ``zero_block``
-   (VLP-16: ``11 - dual``; VLP-32, VLS-128: ``11 - 4 * dual``) and the last computed difference
-   for any other block.
+1. Per block, the azimuth recurrence (:func:`block_azimuths`) of the settings'
+   ``azimuth_timing``. ``nebula`` (:func:`nebula_recurrence`): ``step = 1 + dual``; block 0's
+   ``azimuth`` is its own ``rotation``, block ``b >= 1`` takes ``rotation[min(b - 1, 11 - step) +
+   step]`` (so in dual mode an odd block reads the next pair's rotation: nebula's quirk, kept).
+   ``azimuth_diff`` (float) is ``(36000 + rotation[b + step] - azimuth) % 36000`` (C int
+   remainder) for ``b < 12 - step``, otherwise 0 for the family's ``zero_block`` (VLP-16: ``11 -
+   dual``; VLP-32, VLS-128: ``11 - 4 * dual``) and the last computed difference for any other
+   block. ``sensor`` (:func:`sensor_recurrence`): blocks go in firings of ``g`` blocks (the
+   model's :class:`~.sensors.FiringTiming`, doubled in dual mode), firing ``f = b / g`` of ``n
+   = 12 / g``; every block of a firing takes the firing's first rotation, ``azimuth =
+   rotation[f * g]``, and ``azimuth_diff`` is the gap to the next firing, ``(36000 + rotation[(f
+   + 1) * g] - azimuth) % 36000``, for ``f < n - 1``; the last firing takes the previous
+   firing's gap (the manuals' recipe), a packet of one firing (VLS-128 dual) 0, and blocks past
+   ``n * g`` (none decoded) their own rotation and 0.
 2. ``distance = float(raw) * resolution`` (float; resolution from the calibration file, but the
    constant ``0.004f`` for VLS-128); if ``(double) distance > 1e-6`` then ``distance +=
    dist_correction`` (float). Kept when ``min_range < distance < max_range`` in double, ``raw !=
    0``, and in dual mode not (odd block and raw equal to the partner's raw).
-3. Corrected azimuth, centidegrees: ``a = float(azimuth) + t`` in float, ``t`` per family:
-   VLP-16 ``(azimuth_diff * (float(dsr) * 2.304f + float(firing) * 55.296f)) / 110.592f``,
-   VLP-32 ``((azimuth_diff * 2.304f) / 55.296f) * float(slot)``, VLS-128 ``azimuth_diff *
-   cache[laser / 8]`` with ``cache[i] = (2.665f / 53.3f) * float(i + i / 8)``. Then
+3. Corrected azimuth, centidegrees: ``a = float(azimuth) + t`` in float. ``nebula``: ``t`` per
+   family: VLP-16 ``(azimuth_diff * (float(dsr) * 2.304f + float(firing) * 55.296f)) /
+   110.592f``, VLP-32 ``((azimuth_diff * 2.304f) / 55.296f) * float(slot)``, VLS-128
+   ``azimuth_diff * cache[laser / 8]`` with ``cache[i] = (2.665f / 53.3f) * float(i + i / 8)``.
+   ``sensor``: ``t = azimuth_diff * turn[origin + slot]`` (``origin`` the block's bank origin, 0
+   for the VLP-16), ``turn`` the model's float32 table :func:`sensor_turns`. Then
    ``c = f((double) a - ((double) rot_correction * 180.0 / M_PI) * 100.0)``; if ``c < 0``:
    ``c = f((double) c + 36000.0)``; the table index is ``((int) round_half_away(c) & 0xffff) %
    36000``. (VLP-32 points report ``azimuth = radians[rotation]`` of the raw block rotation.)
@@ -59,7 +70,9 @@ rounds a double to float32; no fused multiply-add; ``->`` is a C conversion):
 9. ``channel = laser_ring``; ``elevation = sin_vert`` (nebula stores the sine, not the angle);
    ``distance`` is step 2's; ``azimuth = radians[index]``.
 10. Time: ``offset`` is a float32 table entry (:func:`time_offsets`); ``t = (packet_seconds -
-    scan_seconds) + (double) offset``; ``time_stamp = (uint32) trunc(max(t, 0) * 1e9)``.
+    scan_seconds) + (double) offset``; ``time_stamp = (uint32) trunc(max(t, 0) * 1e9)``, the low
+    32 bits of the 64-bit truncation as on x86 (a packet 4.3 s or more after the sweep stamp
+    wraps).
 
 A packet stops at its first block with a bad header (VLP-16: not ``0xEEFF``; VLS-128: not one of
 ``0xEEFF 0xDDFF 0xCCFF 0xBBFF``, lasers 0/32/64/96 on); VLP-32 reads ``0xDDFF`` blocks as lasers
@@ -75,7 +88,7 @@ import numpy as np
 
 from .calibration import VelodyneCalibration
 from .libm import glibc_cosf, glibc_sinf
-from .sensors import DecoderSettings, Family
+from .sensors import DecoderSettings, Family, sensor_model
 
 PACKET_SIZE = 1206
 BLOCKS = 12
@@ -140,16 +153,27 @@ def time_offsets(family: Family) -> np.ndarray:
     return table.astype(np.float32)
 
 
+@cache
+def sensor_turns(model: str) -> np.ndarray:
+    """The float32 table of step 3's ``sensor`` timing: for each position ``bank origin + slot``
+    (:data:`~.sensors.SEQUENCE_POSITIONS` of them), the share of the azimuth gap its laser fires
+    at, ``f(offset_us / duration_us)`` of the model's :class:`~.sensors.FiringTiming` (the double
+    quotient rounded once)."""
+    firing = sensor_model(model).firing
+    offsets = np.array(firing.offsets_us, np.float64)
+    return (offsets / firing.duration_us).astype(np.float32)
+
+
 def zero_block(family: Family, dual: bool) -> int:
     """The block whose ``azimuth_diff`` nebula sets to 0 when no later block is left (step 1)."""
     return BLOCKS - 1 - int(dual) if family is Family.VLP16 else BLOCKS - 1 - 4 * int(dual)
 
 
 @cache
-def block_recurrence(family: Family, dual: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Index tables of step 1: the rotation each block's ``azimuth`` reads, the rotation its
-    difference reads (-1: none), and the block whose difference it copies (-1: itself; -2:
-    zero)."""
+def nebula_recurrence(family: Family, dual: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Index tables of step 1's ``nebula`` rule: the rotation each block's ``azimuth`` reads, the
+    rotation its difference reads (-1: none), and the block whose difference it copies (-1:
+    itself; -2: zero)."""
     step = 1 + int(dual)
     last = BLOCKS - 1 - step
     azimuth_from = np.array([0] + [min(b - 1, last) + step for b in range(1, BLOCKS)])
@@ -159,8 +183,42 @@ def block_recurrence(family: Family, dual: bool) -> tuple[np.ndarray, np.ndarray
     return azimuth_from, next_from, copy_from
 
 
+@cache
+def sensor_recurrence(firing_blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Index tables of step 1's ``sensor`` rule for firings of ``firing_blocks`` blocks, in the
+    form of :func:`nebula_recurrence`'s."""
+    firings = BLOCKS // firing_blocks
+    azimuth_from, next_from, copy_from = [], [], []
+    for block in range(BLOCKS):
+        firing = block // firing_blocks
+        if firing >= firings:  # past the packet's whole firings: never decoded
+            azimuth_from.append(block)
+            next_from.append(-1)
+            copy_from.append(-2)
+            continue
+        azimuth_from.append(firing * firing_blocks)
+        if firing + 1 < firings:
+            next_from.append((firing + 1) * firing_blocks)
+            copy_from.append(-1)
+        else:
+            next_from.append(-1)
+            copy_from.append((firing - 1) * firing_blocks if firing > 0 else -2)
+    return np.array(azimuth_from), np.array(next_from), np.array(copy_from)
+
+
+def block_recurrence(
+    settings: DecoderSettings, dual: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 1's index tables for the settings' model and ``azimuth_timing``, single-return
+    (``dual`` false) or dual-return packets."""
+    sensor = settings.sensor
+    if settings.azimuth_timing == "sensor":
+        return sensor_recurrence(sensor.firing.blocks_per_firing(dual))
+    return nebula_recurrence(sensor.family, dual)
+
+
 def block_azimuths(
-    rotation: np.ndarray, dual: np.ndarray, family: Family
+    rotation: np.ndarray, dual: np.ndarray, settings: DecoderSettings
 ) -> tuple[np.ndarray, np.ndarray]:
     """Step 1 for ``(P, 12)`` int rotations: ``(azimuth int64, azimuth_diff float32)``."""
     rotation = rotation.astype(np.int64)
@@ -170,7 +228,7 @@ def block_azimuths(
         rows = np.flatnonzero(dual == flag)
         if rows.size == 0:
             continue
-        azimuth_from, next_from, copy_from = block_recurrence(family, flag)
+        azimuth_from, next_from, copy_from = block_recurrence(settings, flag)
         rot = rotation[rows]
         az = rot[:, azimuth_from]
         computed = np.fmod(36000 + rot[:, np.maximum(next_from, 0)] - az, 36000)
@@ -255,7 +313,7 @@ def packets_reaching_points(packets: np.ndarray, settings: DecoderSettings) -> n
     _, decoded = _bank_and_reach(fields, family)
     if family is Family.VLP32:
         return decoded.any(axis=1)
-    azimuth, _ = block_azimuths(fields.rotation, fields.dual, family)
+    azimuth, _ = block_azimuths(fields.rotation, fields.dual, settings)
     return (decoded & _block_window_ok(azimuth, settings)).any(axis=1)
 
 
@@ -288,7 +346,7 @@ def decode_packets(
     radians_table, cos_table, sin_table = rotation_tables()
     dual = fields.dual
     origin, decoded = _bank_and_reach(fields, family)
-    azimuth, azimuth_diff = block_azimuths(fields.rotation, dual, family)
+    azimuth, azimuth_diff = block_azimuths(fields.rotation, dual, settings)
 
     slot = np.arange(SLOTS)
     if family is Family.VLP16:
@@ -324,7 +382,9 @@ def decode_packets(
 
     # step 3: corrected azimuth
     diff = azimuth_diff[:, :, None]
-    if family is Family.VLP16:
+    if settings.azimuth_timing == "sensor":
+        turn = diff * sensor_turns(settings.model)[origin[:, :, None] + slot[None, None, :]]
+    elif family is Family.VLP16:
         firing = (slot // 16).astype(np.float32)
         dsr = (slot % 16).astype(np.float32)
         timing = dsr * _F(2.304) + firing * _F(55.296)
@@ -395,7 +455,11 @@ def decode_packets(
     vls = family is Family.VLS128
     offset = table[b // 4, laser_k // 8 + laser_k // 64] if vls else table[b, s]
     seconds = (packet_seconds[p] - scan_seconds[p]) + offset.astype(np.float64)
-    points["time_stamp"] = np.trunc(np.maximum(seconds, 0.0) * 1e9).astype(np.uint32)
+    # the low 32 bits of the truncated nanoseconds, as x86's double -> uint32 conversion (a 64-bit
+    # truncation) gives them in nebula and the CUDA twin; never NumPy's float -> uint32 cast, whose
+    # result past 2^32 depends on the array's length (0 or wrapped) and warns
+    nanoseconds = np.trunc(np.maximum(seconds, 0.0) * 1e9).astype(np.int64)
+    points["time_stamp"] = nanoseconds.astype(np.uint32)
     return points, p.astype(np.int64)
 
 

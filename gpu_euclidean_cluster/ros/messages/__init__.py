@@ -4,6 +4,6 @@
 #: for ``node.packet_input``.
 BUILD_MESSAGE_PACKAGES = (
     "build the message packages with colcon (e.g. `bash ../shared/msgs/build.sh`, which installs "
-    "into $VIRTUAL_ENV/opt/msgs) and source their setup.bash before starting the node "
+    "into $VIRTUAL_ENV/opt/msgs) and source their setup.bash before starting the node or replay "
     "(`source $VIRTUAL_ENV/opt/msgs/setup.bash`)"
 )

@@ -38,7 +38,7 @@ def diagnostics_message(
     ERROR when frames failed in the window and none was published; WARN when more than
     ``warn_share`` of the frames sent in the window were dropped, rejected or lost before the
     node, when any ran otherwise than configured (with ``union_find``, or on the CPU), when points
-    were excluded as implausible, or when no frame arrived while a publisher is matched
+    were excluded as implausible, or when no frame arrived since a publisher matched
     (``silence``) or no publisher is matched on any input (``unmatched``); OK otherwise. The
     message names the latest reason of each problem (for frames lost before the node: the
     publisher's transport, and the fix; for no publisher: the remap).
@@ -51,7 +51,7 @@ def diagnostics_message(
         stamp: the report time.
         warn_share: the share of lost frames (dropped, rejected or lost before the node) that
             raises WARN.
-        silence: why no frame arrives although a publisher is matched ('' when that is not so;
+        silence: why no frame arrived since a publisher matched ('' when that is not so;
             :class:`~.loss_monitor.LossMonitor`).
         unmatched: why no frame can arrive: no publisher on any input, and the remap to use (''
             when a publisher is matched).

@@ -10,8 +10,11 @@ with Fast DDS's default 512 KB shared-memory segment, which a large cloud does n
   burst of losses is judged whole, wherever it falls; after a warning the next window starts
   afresh, so a loss is warned about once and warnings come at most one window apart;
 - **silence**: a publisher has been matched on the input topic for :data:`SILENT_S` seconds and
-  no frame arrived at all (every frame lost; sequence gaps cannot show that; or the publisher is
-  simply idle, so the message says "if it publishes").
+  no frame arrived since it matched (every frame lost; sequence gaps cannot show that; or the
+  publisher is simply idle, so the message says "if one publishes"). Only since the match: once
+  a frame has arrived the transport carries the publisher's frames, a pause afterwards is the
+  publisher's, and frames lost after it show as gaps when the next one arrives. A publisher
+  that (re)appears (the matched count rises) starts the count afresh.
 
 And one of another cause: **no publisher** matched on any input for :data:`UNMATCHED_S` seconds
 (the node listens on one topic, the data goes to another: the message names the remap to use).
@@ -114,10 +117,10 @@ class LossMonitor:
         self.unmatched_s = unmatched_s
         #: samples since the window's start (the last warning, or start-up), oldest first
         self._samples: deque[_Sample] = deque([_Sample(start, 0, 0)])
-        self._quiet_since = start  # last arrival, or when publishers (re)appeared
-        self._matched_before = False
+        #: when publishers last (re)appeared (or start-up) and the frames received by then
+        self._matched_at = (start, 0)
+        self._matched_before = 0  # publishers matched at the previous update
         self._silence_warned = -float("inf")
-        self._last_received = 0
         self._any_matched = start  # last time a publisher was matched on an input, or start-up
         self._unmatched_warned = -float("inf")
 
@@ -183,17 +186,17 @@ class LossMonitor:
         )
 
     def _silence(self, now: float, received: int, publishers: int) -> str:
-        matched = publishers > 0
-        if received != self._last_received or (matched and not self._matched_before):
-            self._quiet_since = now
-            self._silence_warned = -float("inf")  # a new episode is warned about again
-        self._last_received, self._matched_before = received, matched
-        quiet_s = now - self._quiet_since
-        if not matched or quiet_s < SILENT_S:
+        if publishers > self._matched_before:  # a publisher (re)appeared: a new episode
+            self._matched_at = (now, received)
+            self._silence_warned = -float("inf")
+        self._matched_before = publishers
+        since, received_then = self._matched_at
+        quiet_s = now - since
+        if not publishers or received != received_then or quiet_s < SILENT_S:
             return ""
         return (
-            f"no frame arrived on {self.topic} for {quiet_s:.0f} s while {publishers} "
-            f"publisher(s) are matched: if one publishes, its frames never reach the node (a "
-            f"cloud larger than the publisher's Fast DDS shared-memory segment, 512 KB by "
-            f"default, is lost between processes)"
+            f"no frame arrived on {self.topic} in the {quiet_s:.0f} s since {publishers} "
+            f"publisher(s) matched: if one publishes, its frames do not reach the node (a cloud "
+            f"larger than the publisher's Fast DDS shared-memory segment, 512 KB by default, is "
+            f"lost between processes)"
         )

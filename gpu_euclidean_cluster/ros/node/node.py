@@ -13,7 +13,6 @@ import gc
 import sys
 import time
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 from builtin_interfaces.msg import Time
@@ -75,8 +74,8 @@ class EuclideanClusterNode(Node):
         message, put = self._intake.message, self._intake.put
         inputs = [self.create_subscription(PointCloud2, "input/points", message, qos, raw=True)]
         if sweeps is not None:
-            malformed = partial(self._frames.reject, "malformed")
-            inputs.append(subscribe_packets(self, sweeps, qos, put, malformed, time.monotonic))
+            rejected = self._frames.reject  # by the kind of the refusal
+            inputs.append(subscribe_packets(self, sweeps, qos, put, rejected, time.monotonic))
         self._reports = NodeDiagnostics(self, self._stats, backend, inputs, DIAGNOSTICS_PERIOD_S)
         changed = [f"{s.name} {v!r}" for s in PARAMETERS if (v := values[s.name]) != s.default]
         but = f"the defaults but {', '.join(changed)}" if changed else "the default parameters"

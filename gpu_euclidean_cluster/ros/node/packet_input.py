@@ -5,6 +5,13 @@ Subscribed only when the ``sensor_model`` parameter names a model; the messages 
 decoded from their CDR bytes (:class:`~...frame.packets.PacketSweeps`; on the GPU with the CUDA
 backend), in arrival order on the executor thread: a sweep may span messages, so none may be
 skipped. Each completed sweep is handed to the node like a received cloud.
+
+At start-up the decoder settings and the calibration are checked (one line, exit 2): settings
+that keep no return, a calibration file that is not a regular file, too large, with a value out
+of its range, or not the model's. At run time nothing a message holds stops the node: a message
+that is not a scan, one over the decoder's budget or of another model (refused before any
+work), and any other failure of its decoding each go to ``on_error`` (the node's throttled
+warning and its ``/diagnostics`` count), and the next message is taken as usual.
 """
 
 from __future__ import annotations
@@ -15,10 +22,23 @@ from typing import Any
 from ...core.config import ConfigError
 from ...frame.packets import PacketSweeps, SweepCloud
 from ...pointcloud_io.velodyne import CalibrationError, DecoderSettings, sensor_model
+from ...pointcloud_io.velodyne.sensors import DecoderSettingsError
+from ...pointcloud_io.velodyne.sweeps import PacketsRefusedError
 from ..messages import BUILD_MESSAGE_PACKAGES
 from ..parameters.velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
 
 PACKETS_TOPIC = "input/packets"
+#: The node parameter that sets each ``DecoderSettings`` field.
+SETTING_PARAMETERS = {
+    "model": "sensor_model",
+    "return_mode": "return_mode",
+    "min_range": "sensor_min_range",
+    "max_range": "sensor_max_range",
+    "scan_phase": "scan_phase",
+    "cloud_min_angle": "cloud_min_angle",
+    "cloud_max_angle": "cloud_max_angle",
+    "azimuth_timing": "azimuth_timing",
+}
 
 
 def packet_sweeps(values: dict[str, Any], backend: Any = None) -> PacketSweeps | None:
@@ -44,15 +64,11 @@ def packet_sweeps(values: dict[str, Any], backend: Any = None) -> PacketSweeps |
             "for this model)"
         )
     try:
-        settings = DecoderSettings(
-            model=model,
-            return_mode=values["return_mode"],
-            min_range=values["sensor_min_range"],
-            max_range=values["sensor_max_range"],
-            scan_phase=values["scan_phase"],
-            cloud_min_angle=values["cloud_min_angle"],
-            cloud_max_angle=values["cloud_max_angle"],
-        )
+        given = {field: values[name] for field, name in SETTING_PARAMETERS.items()}
+        settings = DecoderSettings(**{**given, "model": model})
+    except DecoderSettingsError as error:
+        raise ConfigError(f"packet input: {error.naming(SETTING_PARAMETERS)}") from None
+    try:
         return PacketSweeps(calibration, settings, backend)
     except (ValueError, OSError, CalibrationError) as error:
         raise ConfigError(f"packet input: {error}") from None
@@ -63,11 +79,14 @@ def subscribe_packets(
     sweeps: PacketSweeps,
     qos: Any,
     on_sweep: Callable[[SweepCloud, float], None],
-    on_error: Callable[[str], None],
+    on_error: Callable[[str, str], None],
     clock: Callable[[], float],
 ) -> Any:
     """Subscribe ``node`` to :data:`PACKETS_TOPIC`; each completed sweep goes to ``on_sweep``
-    with the arrival time (``clock()``), a message that is not a scan to ``on_error``.
+    with the arrival time (``clock()``), and why a message gave none to ``on_error`` as a kind
+    (the ``/diagnostics`` count it goes to) and one line: ``malformed`` (not a scan), the
+    decoder's refusal (``PacketsRefusedError.kind``), or ``decode_error`` for any other failure
+    (never raised: the node keeps running).
 
     Raises:
         ConfigError: ``velodyne_msgs`` is not installed.
@@ -85,8 +104,15 @@ def subscribe_packets(
         received = clock()
         try:
             completed = sweeps.feed(cdr)
+        except PacketsRefusedError as error:
+            on_error(error.kind, f"VelodyneScan refused ({error.kind}): {error}")
+            return
         except ValueError as error:
-            on_error(f"bad VelodyneScan: {error}")
+            on_error("malformed", f"bad VelodyneScan: {error}")
+            return
+        except Exception as error:  # one message never stops the node
+            reason = " ".join(str(error).split()) or "no message"
+            on_error("decode_error", f"VelodyneScan not decoded: {type(error).__name__}: {reason}")
             return
         for sweep in completed:
             on_sweep(sweep, received)

@@ -3,13 +3,16 @@
 Each parameter sets the field its spec names (:attr:`.specs.ParameterSpec.sets`), so the
 settings are built by one loop over the specs. Clustering values are validated by
 :mod:`gpu_euclidean_cluster.core.config`, so the library, the CLI and the node accept and reject
-exactly the same values; the node adds its window checks.
+exactly the same values; the node adds its window checks, and refuses every value outside its
+spec's range (:func:`range_problems`), so that the node accepts exactly the ranges its parameter
+table documents, start-up parameters included.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -23,6 +26,7 @@ from .specs import (
     DIAGNOSTICS_WARN_SHARE,
     MIN_POINT_FIELDS,
     NODE_MAX_WORK_S,
+    PARAMETERS,
     SPECS,
     SWITCHED_SECTIONS,
     section_fields,
@@ -110,6 +114,7 @@ def settings_from_values(values: Mapping[str, object]) -> NodeSettings:
         cluster = DEFAULT_CONFIG.with_changes(**section_fields("cluster", values))
     except ConfigError as error:
         problems.insert(0, str(error))
+    problems += range_problems(values, problems)
     if cluster is None or problems:
         raise ConfigError("; ".join(problems))
     fields = section_fields("node", values)
@@ -148,6 +153,20 @@ def node_problems(values: Mapping[str, object]) -> list[str]:
     if not (_is_number(share) and 0 <= share <= 1):
         problems.append(f"diagnostics_warn_share must be in [0, 1], got {share}")
     return problems
+
+
+def range_problems(values: Mapping[str, object], named: Sequence[str] = ()) -> list[str]:
+    """Every value in ``values`` outside its parameter's range (:attr:`.specs.ParameterSpec.bounds`,
+    the table's), but for the parameters a problem in ``named`` names already (the library's own
+    reason for the same value)."""
+    text = "; ".join(named)
+    return [
+        f"{spec.name} must be in {spec.constraints}, got {values[spec.name]!r}"
+        for spec in PARAMETERS
+        if spec.name in values
+        and not spec.in_range(values[spec.name])
+        and not re.search(rf"\b{spec.name}\b", text)
+    ]
 
 
 def _is_number(value: object) -> TypeGuard[float]:

@@ -24,6 +24,7 @@ from ...core.diffnormals import DiffNormalsSettings
 from ...core.frame import DEFAULT_LABELED_LAYOUT, LABELED_LAYOUTS, MAX_COORDINATE
 from ...core.ground import MAX_ITERATIONS, GroundSettings
 from ...pointcloud_io.pointcloud2 import MAX_FIELDS
+from ...pointcloud_io.velodyne.sensors import AZIMUTH_TIMINGS
 from ..qos import DEFAULT_RELIABILITY, RELIABILITIES
 from .autoware_names import ALIAS_OF, AUTOWARE_NOT_APPLIED
 
@@ -79,7 +80,8 @@ def number_tuple(values: object) -> object:
 
 
 def work_limit(seconds: object) -> object:
-    """``max_work_s`` as ClusterConfig's: 0 means no limit (None)."""
+    """``max_work_s`` (or ``ground_max_work_s``) as ClusterConfig's (GroundSettings'): 0 means no
+    limit (None)."""
     return None if seconds == 0 else seconds
 
 
@@ -100,7 +102,13 @@ class ParameterSpec:
         description: what it does, with its unit.
         read_only: fixed at start-up (set it with ``--ros-args -p`` or a params file).
         choices: allowed string values, if restricted.
-        bounds: inclusive ``(low, high)`` numeric range, if restricted.
+        bounds: ``(low, high)`` numeric range, if restricted: the values the node accepts, no
+            more and no fewer (:func:`.settings.settings_from_values` refuses every value outside
+            it; ``test/ros/parameters/test_parameter_ranges.py`` checks at each end, and just
+            inside and outside it, that the node's whole validation agrees). The ROS
+            descriptor's range is ``[low, high]``.
+        open_bounds: whether ``low`` and ``high`` themselves are outside the range (a value
+            must be above ``low``, below ``high``); the table writes ``(`` and ``)`` for them.
         sets: the settings field it sets; None: read by the node at start-up (backend, QoS,
             packet input).
     """
@@ -111,6 +119,7 @@ class ParameterSpec:
     read_only: bool = False
     choices: tuple[str, ...] = ()
     bounds: tuple[float, float] | None = None
+    open_bounds: tuple[bool, bool] = (False, False)
     sets: ConfigField | None = None
 
     @property
@@ -128,7 +137,20 @@ class ParameterSpec:
         if self.bounds is None:
             return ""
         low, high = (_format_number(b) for b in self.bounds)
-        return f"[{low}, {high}]"
+        low_open, high_open = self.open_bounds
+        return f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+    def in_range(self, value: object) -> bool:
+        """Whether ``value`` is a number (not a bool, not NaN) inside :attr:`bounds`, open ends
+        excluded (True for a parameter without bounds)."""
+        if self.bounds is None:
+            return True
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        (low, high), (low_open, high_open) = self.bounds, self.open_bounds
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        return above and below
 
 
 PARAMETERS: tuple[ParameterSpec, ...] = (
@@ -169,6 +191,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         config.DEFAULT_CONFIG.d_th,
         "Distance threshold in metres (PCL cluster_tolerance); must be > 0 and finite.",
         bounds=(0.0, math.inf),
+        open_bounds=(True, True),
         sets=ConfigField("cluster", "d_th"),
     ),
     ParameterSpec(
@@ -199,6 +222,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         config.DEFAULT_CONFIG.voxel_leaf_size,
         "voxel_grid: voxel edge in x and y (m); z has two layers, split at z = 0.",
         bounds=(0.0, math.inf),
+        open_bounds=(True, True),
         sets=ConfigField("cluster", "voxel_leaf_size"),
     ),
     ParameterSpec(
@@ -236,6 +260,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         0.0,
         "Points closer than this horizontal distance (m) from the sensor are not clustered.",
         bounds=(0.0, math.inf),
+        open_bounds=(False, True),
         sets=ConfigField("node", "min_range", float),
     ),
     ParameterSpec(
@@ -243,6 +268,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         math.inf,
         "Points farther than this horizontal distance (m) are not clustered; .inf = no limit.",
         bounds=(0.0, math.inf),
+        open_bounds=(True, False),
         sets=ConfigField("node", "max_range", float),
     ),
     ParameterSpec(
@@ -250,6 +276,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         -math.inf,
         "Points below this height (m, input frame) are not clustered; -.inf = no limit.",
         bounds=(-math.inf, math.inf),
+        open_bounds=(False, True),
         sets=ConfigField("node", "min_z", float),
     ),
     ParameterSpec(
@@ -257,6 +284,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         math.inf,
         "Points above this height (m, input frame) are not clustered; .inf = no limit.",
         bounds=(-math.inf, math.inf),
+        open_bounds=(True, False),
         sets=ConfigField("node", "max_z", float),
     ),
     ParameterSpec(
@@ -287,6 +315,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "of this leaf (m, every axis), the voxel centroids are clustered, and every point takes "
         "its voxel's cluster; 0 = off. Not with algorithm voxel_grid.",
         bounds=(0.0, math.inf),
+        open_bounds=(False, True),
         sets=ConfigField("cluster", "downsample_leaf_size"),
     ),
     ParameterSpec(
@@ -314,6 +343,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Clusters whose x-y centroids are at most this far apart (m) are merged, transitively "
         "(Autoware.ai's cluster_merge_threshold); 0 = no merging.",
         bounds=(0.0, math.inf),
+        open_bounds=(False, True),
         sets=ConfigField("cluster", "cluster_merge_threshold"),
     ),
     ParameterSpec(
@@ -347,6 +377,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         GroundSettings.distance_threshold,
         "remove_ground: points within this distance (m) of the plane are ground.",
         bounds=(0.0, math.inf),
+        open_bounds=(True, True),
         sets=ConfigField("ground", "distance_threshold"),
     ),
     ParameterSpec(
@@ -354,6 +385,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         GroundSettings.max_slope_deg,
         "remove_ground: planes whose normal is more than this (degrees) from +z are not ground.",
         bounds=(0.0, 90.0),
+        open_bounds=(False, True),
         sets=ConfigField("ground", "max_slope_deg"),
     ),
     ParameterSpec(
@@ -371,6 +403,17 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         sets=ConfigField("ground", "seed"),
     ),
     ParameterSpec(
+        "ground_max_work_s",
+        NODE_MAX_WORK_S,
+        "remove_ground: seconds the plane fit may be estimated to take (hypotheses x points at "
+        "the backend's declared rate, before any is drawn); a frame over it is fitted with the "
+        "first hypotheses that fit, published, and warned about (a fallback in /diagnostics). "
+        "0 = no limit.",
+        bounds=(0.0, math.inf),
+        open_bounds=(False, True),
+        sets=ConfigField("ground", "max_work_s", work_limit),
+    ),
+    ParameterSpec(
         "use_diffnormals",
         False,
         "Autoware.ai's use_diffnormals: keep only the points whose normals at two radii differ "
@@ -383,6 +426,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         DiffNormalsSettings.small_radius,
         "use_diffnormals: neighbourhood radius (m) of the small-scale normal.",
         bounds=(1e-3, DIFFNORMALS_MAX_RADIUS),
+        open_bounds=(False, True),
         sets=ConfigField("diffnormals", "small_radius"),
     ),
     ParameterSpec(
@@ -390,6 +434,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         DiffNormalsSettings.large_radius,
         "use_diffnormals: neighbourhood radius (m) of the large-scale normal (above the small).",
         bounds=(1e-3, DIFFNORMALS_MAX_RADIUS),
+        open_bounds=(True, False),
         sets=ConfigField("diffnormals", "large_radius"),
     ),
     ParameterSpec(
@@ -398,6 +443,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "use_diffnormals: a point is kept when half the difference of its unit normals is "
         "longer than this.",
         bounds=(0.0, 1.0),
+        open_bounds=(False, True),
         sets=ConfigField("diffnormals", "threshold"),
     ),
     ParameterSpec(
@@ -417,6 +463,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "exhaustive search (point pairs at the backend's measured rate); a frame over it runs "
         "with union_find and a warning. 0 = no limit.",
         bounds=(0.0, math.inf),
+        open_bounds=(False, True),
         sets=ConfigField("cluster", "max_work_s", work_limit),
     ),
     ParameterSpec(
@@ -425,6 +472,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Points with an absolute coordinate above this (m) are implausible (sensor glitch, bad "
         "transform, wrong byte order): not clustered (cluster_id -1), counted in /diagnostics.",
         bounds=(0.0, math.inf),
+        open_bounds=(True, False),
         sets=ConfigField("node", "max_coordinate", float),
     ),
     ParameterSpec(
@@ -521,6 +569,7 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "min_range.",
         read_only=True,
         bounds=(0.0, math.inf),
+        open_bounds=(False, True),
     ),
     ParameterSpec(
         "sensor_max_range",
@@ -529,6 +578,17 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "max_range.",
         read_only=True,
         bounds=(0.0, math.inf),
+        open_bounds=(True, False),
+    ),
+    ParameterSpec(
+        "azimuth_timing",
+        AZIMUTH_TIMINGS[0],
+        "Packet input: when each laser of a block fired, for its azimuth: nebula (Autoware's "
+        "driver, bit for bit; it gives the HDL-32E and HDL-64E the VLP-32C's timing and leaves a "
+        "packet's last block uninterpolated) or sensor (each model's firing times from its "
+        "manual; see docs/packets.md).",
+        read_only=True,
+        choices=AZIMUTH_TIMINGS,
     ),
 )
 

@@ -4,7 +4,9 @@ Free of ROS. The settings come from nebula's sensor parameter file (``--sensor-p
 ``*.param.yaml`` format of nebula's ``config/`` folder: ``/**: ros__parameters: {sensor_model,
 return_mode, frame_id, min_range, max_range, scan_phase, cloud_min_angle, cloud_max_angle,
 calibration_file, ...}``), then the explicit options, which override it; what neither gives has
-nebula's default (:class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.DecoderSettings`).
+nebula's default (:class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.DecoderSettings`). The
+azimuth timing (``--azimuth-timing``: ``nebula``, the default, or ``sensor``) is this decoder's
+setting, not nebula's, and comes from the options only.
 
 The calibration file is ``--calibration`` if given, else the parameter file's ``calibration_file``
 (when the file names the same model), else the model's file among nebula's calibration files
@@ -22,11 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...pointcloud_io.velodyne.sensors import (
+    AZIMUTH_TIMINGS,
     RETURN_MODES,
     SENSOR_MODELS,
     DecoderSettings,
     sensor_model,
 )
+from ..ament_prefix import package_share
 
 PACKAGE = "gpu_euclidean_cluster"
 #: nebula's calibration files in a checkout (and an editable install) of this package.
@@ -43,6 +47,7 @@ DEFAULT_CALIBRATION = {
 HDL64_CALIBRATIONS = ("HDL64e_s2.yaml", "HDL64e_s3.yaml")
 MODEL_CHOICES = "{" + ",".join(SENSOR_MODELS) + "}"
 RETURN_MODE_CHOICES = "{" + ",".join(RETURN_MODES) + "}"
+AZIMUTH_TIMING_CHOICES = "{" + ",".join(AZIMUTH_TIMINGS) + "}"
 
 #: The parameters of a nebula sensor parameter file that the decoder reads.
 FLOAT_PARAMS = ("min_range", "max_range", "scan_phase")
@@ -56,21 +61,10 @@ def calibration_dirs() -> list[Path]:
     ``config/velodyne``, then ``<prefix>/share/gpu_euclidean_cluster/config/velodyne`` of this
     Python's prefix and of the ament index (a ROS 2 workspace)."""
     found = [CHECKOUT_CALIBRATION_DIR, Path(sys.prefix) / SHARE_CALIBRATION_DIR]
-    share = _package_share(PACKAGE)
+    share = package_share(package=PACKAGE)
     if share is not None:
         found.append(share / "config" / "velodyne")
     return [d for d in dict.fromkeys(found) if d.is_dir()]
-
-
-def _package_share(package: str) -> Path | None:
-    try:
-        from ament_index_python.packages import get_package_share_directory
-    except ImportError:
-        return None
-    try:
-        return Path(get_package_share_directory(package))
-    except Exception:  # PackageNotFoundError, or no ament index set up (ValueError, OSError)
-        return None
 
 
 def shipped_calibration(name: str) -> Path | None:
@@ -131,7 +125,7 @@ def _param_calibration(text: str, params_file: Path) -> Path:
     candidates: list[Path] = []
     match = _SUBSTITUTION.search(text)
     if match:
-        share = _package_share(match.group(1))
+        share = package_share(package=match.group(1))
         if share is not None:
             candidates.append(Path(_SUBSTITUTION.sub(str(share), text)))
     else:
@@ -161,7 +155,8 @@ class PacketDecoding:
         return (
             f"{s.model}, calibration {self.calibration_file}, return mode {s.return_mode}, "
             f"frame {s.frame_id}, range {s.min_range:g}-{s.max_range:g} m, scan phase "
-            f"{s.scan_phase:g} deg, cloud angles {s.cloud_min_angle}-{s.cloud_max_angle} deg"
+            f"{s.scan_phase:g} deg, cloud angles {s.cloud_min_angle}-{s.cloud_max_angle} deg, "
+            f"azimuth timing {s.azimuth_timing}"
         )
 
 
@@ -184,6 +179,7 @@ class VelodyneOptions:
     scan_phase: float | None = None
     cloud_min_angle: int | None = None
     cloud_max_angle: int | None = None
+    azimuth_timing: str | None = None
 
     def __post_init__(self) -> None:
         if self.sensor_model is not None:
@@ -213,7 +209,7 @@ class VelodyneOptions:
             for key in ("return_mode", "frame_id", *FLOAT_PARAMS, *INT_PARAMS)
             if key in params
         }
-        for key in ("return_mode", "frame_id", *FLOAT_PARAMS, *INT_PARAMS):
+        for key in ("return_mode", "frame_id", *FLOAT_PARAMS, *INT_PARAMS, "azimuth_timing"):
             if getattr(self, key) is not None:
                 values[key] = getattr(self, key)
         for key in FLOAT_PARAMS:

@@ -4,16 +4,19 @@ Messages are published as serialized CDR: ROS 2 bags already hold CDR, so the st
 ``Publisher.publish`` unchanged (no copy of the point payload); ROS 1 messages are converted at
 byte level (``header.seq`` dropped) by
 :class:`~gpu_euclidean_cluster.pointcloud_io.bags.PointCloudBag`. Velodyne packet topics
-(``velodyne_msgs/msg/VelodyneScan``) are decoded into PointCloud2 sweeps by :mod:`.packet_player`;
-a sweep counts as a message at the bag time of the packet message that completed it, merged in
-time order with the PointCloud2 messages. A bag whose ``metadata.yaml`` rosbags refuses is read
-through its storage files (:mod:`.bag_files`).
+(``velodyne_msgs/msg/VelodyneScan``) are played by :mod:`.packet_player` as ``--packets`` says:
+their recorded messages, each at its bag time, and/or the PointCloud2 sweeps decoded from them, a
+sweep at the bag time of the packet message that completed it; all merged in time order with the
+PointCloud2 messages. A bag whose ``metadata.yaml`` rosbags refuses is read through its storage
+files (:mod:`.bag_files`).
 
 Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
 timestamp, or at ``wall_start + i / rate_hz`` with a fixed rate (``--rate-hz``; a one-message
-segment played more than once uses :data:`ONE_INSTANT_HZ`); the lag is how late the publish call
-returns after that target. ``/clock`` (optional)
-carries the bag time of the playback clock, for nodes with ``use_sim_time``.
+segment played more than once uses :data:`ONE_INSTANT_HZ`); a decoded sweep counts as a message
+of its own there, unless the packet message that completed it is published too: then it goes out
+right after that message, in its slot. The lag is how late the publish call returns after the
+target. ``/clock`` (optional) carries the bag time of the playback clock, for nodes with
+``use_sim_time``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TextIO
 
 import rclpy
@@ -43,8 +45,16 @@ from ...pointcloud_io.velodyne.bags import VELODYNE_SCAN
 from ...tools.progress import ProgressBar
 from ..qos import reliability_policy
 from .bag_files import BagFiles
-from .packet_player import PacketStream, SweepMessage, decoded_topic
+from .packet_player import (
+    PacketMessage,
+    PacketPlan,
+    PacketStream,
+    SweepMessage,
+    decoded_topic,
+    packet_plan,
+)
 from .replay_options import ReplayOptions
+from .replay_stats import ReplayStats
 
 DISCOVERY_SETTLE_S = 0.3
 PROGRESS_PERIOD_S = 0.1
@@ -59,45 +69,12 @@ ONE_INSTANT_HZ = 10.0
 MAX_WAIT_S = 1.0
 
 
-@dataclass
-class ReplayStats:
-    """Counters of one replay run."""
-
-    frames: int = 0
-    passes: int = 0
-    elapsed_s: float = 0.0
-    lag_sum_s: float = 0.0
-    lag_max_s: float = 0.0
-    interrupted: bool = False
-    first_publish: float = 0.0
-    last_publish: float = 0.0
-
-    def record(self, lag_s: float) -> None:
-        """Count a frame published now, ``lag_s`` after its scheduled time."""
-        self.last_publish = time.monotonic()
-        if self.frames == 0:
-            self.first_publish = self.last_publish
-        self.frames += 1
-        self.lag_sum_s += lag_s
-        self.lag_max_s = max(self.lag_max_s, lag_s)
-
-    @property
-    def rate_hz(self) -> float:
-        """Achieved publishing rate: frame intervals per second between first and last frame."""
-        span = self.last_publish - self.first_publish
-        return (self.frames - 1) / span if span > 0 else 0.0
-
-    @property
-    def mean_lag_ms(self) -> float:
-        return 1e3 * self.lag_sum_s / self.frames if self.frames else 0.0
-
-    def summary(self) -> str:
-        state = "stopped by user" if self.interrupted else "done"
-        return (
-            f"replay {state}: {self.frames} frames in {self.elapsed_s:.2f} s "
-            f"({self.rate_hz:.1f} Hz, {self.passes} pass(es)), "
-            f"lag mean {self.mean_lag_ms:.1f} ms max {1e3 * self.lag_max_s:.1f} ms"
-        )
+#: One message of a pass: a PointCloud2 of the bag, a packet message as recorded, a decoded sweep.
+Message = BagMessage | PacketMessage | SweepMessage
+#: What a publisher plays: ``(kind, bag topic)``, the kind one of :data:`CLOUD`, :data:`PACKETS`
+#: and :data:`SWEEPS`.
+OutputKey = tuple[str, str]
+CLOUD, PACKETS, SWEEPS = "cloud", "packets", "sweeps"
 
 
 def select_topics(bag: BagFiles, requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -132,43 +109,35 @@ def select_topics(bag: BagFiles, requested: tuple[str, ...]) -> tuple[list[str],
 
 
 class BagPlayer:
-    """Publishes the PointCloud2 messages of an open bag, and the sweeps decoded from its Velodyne
-    packet topics, through ``node`` on a timed schedule."""
+    """Publishes the PointCloud2 messages of an open bag, and its Velodyne packet topics as
+    ``options.packets`` says, through ``node`` on a timed schedule; ``note`` takes the one-line
+    notes of the messages it does not decode."""
 
-    def __init__(self, node: Node, bag: BagFiles, options: ReplayOptions) -> None:
+    def __init__(
+        self, node: Node, bag: BagFiles, options: ReplayOptions, note: Callable[[str], None] = print
+    ) -> None:
         self.node = node
         self.bag = bag
         self.options = options
         self.cloud_topics, self.packet_topics = select_topics(bag, options.topics)
         #: every topic played, as in the bag: PointCloud2 first, then the packet topics
         self.topics = [*self.cloud_topics, *self.packet_topics]
-        names = {topic: topic for topic in self.cloud_topics}
-        names.update({decoded_topic(topic): topic for topic in self.packet_topics})
-        unknown = sorted(set(options.remap) - set(names) - set(self.topics))
-        if unknown:
-            replayed = [*self.cloud_topics] + [
-                f"{t} (decoded to {decoded_topic(t)})" for t in self.packet_topics
-            ]
-            raise BagError(
-                f"cannot remap {', '.join(unknown)}: not replayed (replayed topics: "
-                f"{', '.join(replayed)})"
-            )
-        #: output name of each played topic
-        self.output_names = {topic: options.remap.get(topic, topic) for topic in self.cloud_topics}
-        for topic in self.packet_topics:
-            default = decoded_topic(topic)
-            self.output_names[topic] = options.remap.get(topic, options.remap.get(default, default))
+        self.plan: PacketPlan | None = None
         self.packets: PacketStream | None = None
         if self.packet_topics:
             try:
-                decoding = options.velodyne.resolve()
-                self.packets = PacketStream(bag.path, self.packet_topics, decoding)
+                self.plan = packet_plan(options, self.packet_topics)
+                self.packets = PacketStream(
+                    bag.path, self.packet_topics, self.plan.raw, self.plan.decoding, note
+                )
             except BagError:
                 raise
             except ValueError as error:
                 raise BagError(
                     f"{', '.join(self.packet_topics)} ({VELODYNE_SCAN}): {error}"
                 ) from None
+        #: output name and message type of each publisher, in the order of the start-up line
+        self.outputs = self._outputs()
         self.start_ns = bag.start_ns + round(options.start_s * NS_PER_S)
         if self.start_ns >= bag.end_ns:
             length = (bag.end_ns - bag.start_ns) / NS_PER_S
@@ -195,14 +164,65 @@ class BagPlayer:
             reliability=reliability_policy(options.qos_reliability),
             durability=QoSDurabilityPolicy.VOLATILE,
         )
-        self.publishers: dict[str, Publisher] = {
-            topic: node.create_publisher(PointCloud2, self.output_names[topic], qos)
-            for topic in self.topics
+        self.publishers: dict[OutputKey, Publisher] = {
+            key: node.create_publisher(message_type, name, qos)
+            for key, (name, message_type) in self.outputs.items()
         }
         self.clock_publisher = (
             node.create_publisher(Clock, "/clock", 10) if options.clock_hz > 0 else None
         )
         self._wall_start = 0.0
+
+    def _outputs(self) -> dict[OutputKey, tuple[str, type]]:
+        """Each publisher's topic name (``--remap`` applied) and message type.
+
+        A packets topic's recorded messages go out under its own name; its sweeps under
+        :func:`decoded_topic`'s. ``--remap`` renames either by its default name; with the
+        sweeps alone (``--packets decoded``) the packets topic's name renames them too.
+
+        Raises:
+            BagError: a remap of a topic not played, or two message types on one name.
+        """
+        remap = self.options.remap
+        outputs: dict[OutputKey, tuple[str, type]] = {
+            (CLOUD, topic): (remap.get(topic, topic), PointCloud2) for topic in self.cloud_topics
+        }
+        renamable = set(self.cloud_topics)
+        replayed = list(self.cloud_topics)
+        plan = self.plan
+        for topic in self.packet_topics:
+            assert plan is not None
+            decoded = decoded_topic(topic)
+            if plan.raw:
+                assert plan.scan_type is not None
+                outputs[PACKETS, topic] = (remap.get(topic, topic), plan.scan_type)
+                renamable.add(topic)
+            if plan.decoding is None:
+                replayed.append(f"{topic} (as recorded)")
+                continue
+            name = remap.get(decoded, decoded)
+            renamable.add(decoded)
+            if not plan.raw:  # the sweeps alone: the packets topic's name renames them too
+                name = remap.get(topic, name)
+                renamable.add(topic)
+            outputs[SWEEPS, topic] = (name, PointCloud2)
+            how = "as recorded, and decoded to" if plan.raw else "decoded to"
+            replayed.append(f"{topic} ({how} {decoded})")
+        unknown = sorted(set(remap) - renamable)
+        if unknown:
+            raise BagError(
+                f"cannot remap {', '.join(unknown)}: not replayed (replayed topics: "
+                f"{', '.join(replayed)})"
+            )
+        types: dict[str, type] = {}
+        for name, message_type in outputs.values():
+            other = types.setdefault(name, message_type)
+            if other is not message_type:
+                raise BagError(
+                    f"{name} would carry both {_type_name(other)} and {_type_name(message_type)} "
+                    "messages: --remap one of them to another name"
+                )
+        return outputs
 
     def wait_for_acks(self) -> bool:
         """Wait (up to ACK_TIMEOUT_S) until reliable subscribers acknowledged every message,
@@ -211,11 +231,12 @@ class BagPlayer:
         return all(p.wait_for_all_acked(timeout) for p in self.publishers.values())
 
     def output_topics(self) -> list[str]:
-        """Topic names as published (after remapping)."""
+        """Topic names as published (after remapping), one per publisher."""
         return [publisher.topic_name for publisher in self.publishers.values()]
 
     def wait_for_subscribers(self, stop: threading.Event) -> bool:
-        """Wait up to ``wait_for_subscribers_s`` until every topic has ``min_subscribers``.
+        """Wait up to ``wait_for_subscribers_s`` until every output topic (packets and decoded
+        clouds alike) has ``min_subscribers``.
 
         Discovery is not symmetric: the publisher can see a subscriber before the subscriber
         has matched the publisher, and a message sent then arrives late (after a reliable
@@ -240,10 +261,14 @@ class BagPlayer:
         given = " (one-message segment)" if self.options.rate_hz is None else ""
         return f"{1.0 / self.interval_s:g} Hz{given}, {passes}"
 
+    def notes(self) -> tuple[str, ...]:
+        """The one-line notes on how packet topics play, where the default could not be kept."""
+        return () if self.plan is None else self.plan.notes
+
     def play(self, stop: threading.Event, stream: TextIO = sys.stderr) -> ReplayStats:
         """Replay (``repeat`` passes, or until ``stop`` with ``loop``); return the statistics."""
-        stats = ReplayStats()
-        total = self._frames_per_pass()
+        stats = ReplayStats(publishes_packets=self.plan is not None and self.plan.raw)
+        total = self._messages_per_pass()
         progress = ProgressBar(
             total,
             stream,
@@ -258,44 +283,55 @@ class BagPlayer:
             while not stop.is_set():
                 stats.passes += 1
                 first_ns = last_ns = self.start_ns
-                count = 0
+                slots = 0  # places on the schedule taken this pass (see the module docstring)
                 for message in self._messages(restart_clock=stats.passes == 1):
-                    target = self._wall_start + self._offset_s(message, count)
+                    if not self._rides_along(message):
+                        slots += 1
+                    target = self._wall_start + self._offset_s(message, slots - 1)
                     if not self._sleep_until(target, stop):
                         break
                     self._publish(message)
                     lag = max(0.0, time.monotonic() - target)
-                    stats.record(lag)
+                    stats.record(
+                        lag,
+                        packet=isinstance(message, PacketMessage),
+                        sweep=isinstance(message, SweepMessage),
+                    )
                     stats.elapsed_s = time.monotonic() - wall_first
-                    progress.show(self._done_this_pass(stats, total), _status(stats, lag))
-                    first_ns = message.timestamp_ns if count == 0 else first_ns
+                    progress.show(self._done_this_pass(stats, total), stats.status(lag))
+                    first_ns = message.timestamp_ns if slots == 1 else first_ns
                     last_ns = message.timestamp_ns
-                    count += 1
-                if count == 0 or not (self.options.loop or stats.passes < self.options.repeat):
+                if slots == 0 or not (self.options.loop or stats.passes < self.options.repeat):
                     break
                 if self.interval_s is not None:
-                    self._wall_start += count * self.interval_s
+                    self._wall_start += slots * self.interval_s
                     continue
                 # the next pass starts one mean message period after this pass's last message
-                period_ns = (last_ns - first_ns) / (count - 1) if count > 1 else 0.0
+                period_ns = (last_ns - first_ns) / (slots - 1) if slots > 1 else 0.0
                 self._wall_start += (last_ns - self.start_ns + period_ns) / (
                     self.options.rate * NS_PER_S
                 )
         finally:
             stats.elapsed_s = time.monotonic() - wall_first
             stats.interrupted = stop.is_set()
-            progress.show(self._done_this_pass(stats, total), _status(stats, lag), force=True)
+            progress.show(self._done_this_pass(stats, total), stats.status(lag), force=True)
             progress.close()
         return stats
 
-    def _messages(self, restart_clock: bool) -> Iterator[BagMessage | SweepMessage]:
-        """One pass: the PointCloud2 messages and the decoded sweeps, merged in bag-time order.
+    def _rides_along(self, message: Message) -> bool:
+        """A decoded sweep whose completing packet message is published too: it goes out right
+        after that message, in its place on the schedule."""
+        return isinstance(message, SweepMessage) and self.plan is not None and self.plan.raw
+
+    def _messages(self, restart_clock: bool) -> Iterator[Message]:
+        """One pass: the PointCloud2 messages and the packet topics' messages and sweeps,
+        merged in bag-time order.
 
         ``restart_clock``: the first message (a decoded sweep takes tens of ms) is read before
         the schedule starts, so that it is not late; later ones are read while the previous
         message's gap runs.
         """
-        streams: list[Iterator[BagMessage | SweepMessage]] = []
+        streams: list[Iterator[Message]] = []
         if self.cloud_topics:
             streams.append(self.bag.messages(self.cloud_topics, self.start_ns, self.stop_ns))
         if self.packets is not None:
@@ -320,30 +356,39 @@ class BagPlayer:
                     close()
 
     def describe_decoding(self) -> str | None:
-        """The start-up line on packet decoding, None without packet topics."""
-        if self.packets is None:
+        """The start-up line on packet decoding, None without decoded packet topics."""
+        if self.plan is None or self.plan.decoding is None:
             return None
-        return f"decoding {', '.join(self.packet_topics)}: {self.packets.decoding.describe()}"
+        return f"decoding {', '.join(self.packet_topics)}: {self.plan.decoding.describe()}"
 
-    def _offset_s(self, message: BagMessage | SweepMessage, index: int) -> float:
-        """When message number ``index`` of a pass is due, in seconds after the pass starts."""
+    def _offset_s(self, message: Message, slot: int) -> float:
+        """When ``message``, in place ``slot`` of a pass's schedule, is due: seconds after the
+        pass starts."""
         if self.interval_s is not None:
-            return index * self.interval_s
+            return slot * self.interval_s
         return (message.timestamp_ns - self.start_ns) / (self.options.rate * NS_PER_S)
 
     @staticmethod
     def _done_this_pass(stats: ReplayStats, total: int | None) -> int:
-        return stats.frames if total is None else stats.frames - (stats.passes - 1) * total
+        return stats.messages if total is None else stats.messages - (stats.passes - 1) * total
 
-    def _frames_per_pass(self) -> int | None:
-        """Messages per pass when known without reading the bag (no --start/--duration, no
-        packet topic: their sweeps are counted by decoding)."""
-        if self.packets is None and self.options.start_s == 0 and self.options.duration_s is None:
+    def _messages_per_pass(self) -> int | None:
+        """Messages per pass when known without reading the bag: no --start/--duration, no
+        decoded packet topic (its sweeps are counted by decoding)."""
+        if self.plan is not None and self.plan.decoding is not None:
+            return None
+        if self.options.start_s == 0 and self.options.duration_s is None:
             return sum(self.bag.topics[t].count for t in self.topics)
         return None
 
-    def _publish(self, message: BagMessage | SweepMessage) -> None:
-        self.publishers[message.topic].publish(message.cdr)
+    def _publish(self, message: Message) -> None:
+        if isinstance(message, PacketMessage):
+            key = (PACKETS, message.topic)
+        elif isinstance(message, SweepMessage):
+            key = (SWEEPS, message.topic)
+        else:
+            key = (CLOUD, message.topic)
+        self.publishers[key].publish(message.cdr)
 
     def bag_time_ns(self) -> int:
         """Bag time of the playback clock now."""
@@ -407,12 +452,14 @@ def replay_bag(
         )
         try:
             node = rclpy.create_node("replay", context=context)
-            player = BagPlayer(node, bag, options)
+            player = BagPlayer(node, bag, options, lambda line: print(line, file=stream))
             print(
                 f"replaying {', '.join(player.topics)} -> {', '.join(player.output_topics())} "
                 f"from {options.bag}: {player.schedule()}",
                 file=stream,
             )
+            for line in player.notes():
+                print(line, file=stream)
             decoding = player.describe_decoding()
             if decoding:
                 print(decoding, file=stream)
@@ -436,6 +483,6 @@ def replay_bag(
             context.try_shutdown()
 
 
-def _status(stats: ReplayStats, lag_s: float) -> str:
-    """The progress line's detail: pass, achieved rate and lag behind the schedule."""
-    return f"frames  pass {stats.passes}  {stats.rate_hz:5.1f} Hz  lag {1e3 * lag_s:6.1f} ms"
+def _type_name(message_type: type) -> str:
+    """``pkg/msg/Name`` of a ROS 2 message class."""
+    return f"{message_type.__module__.split('.')[0]}/msg/{message_type.__name__}"

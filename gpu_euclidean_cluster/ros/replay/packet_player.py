@@ -1,25 +1,30 @@
-"""Velodyne packet topics of a bag, decoded into the PointCloud2 that Autoware's driver publishes.
+"""Velodyne packet topics of a bag: played as recorded, decoded into the PointCloud2 that
+Autoware's driver publishes, or both (``--packets raw|decoded|both``, :func:`packet_plan`).
 
-A ``velodyne_msgs/msg/VelodyneScan`` topic is decoded as nebula's ROS driver decodes it: every
-packet, in arrival order, with its stamp in seconds (``rclcpp::Time(stamp).seconds()``), goes
-through the CPU :class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.SweepDecoder`, a sweep
-spanning messages where the packets do. Each completed sweep becomes a
-``sensor_msgs/PointCloud2`` in the ``PointXYZIRCAEDT`` layout
-(:data:`~gpu_euclidean_cluster.pointcloud_io.velodyne.POINT_DTYPE`, 32 bytes a point, one row,
-``is_dense`` true as nebula sets it), frame id from the settings, stamped as nebula stamps it:
-``std::chrono::duration_cast<nanoseconds>`` of the sweep stamp in seconds, i.e. the product with
-1e9 truncated. It is encoded straight to CDR bytes
+Played as recorded (``raw``), each ``velodyne_msgs/msg/VelodyneScan`` message goes out as its
+stored CDR bytes (a ROS 1 message converted to CDR at byte level), as ``ros2 bag play`` would
+publish it: :class:`PacketMessage`, no Python message per packet. That needs the
+``velodyne_msgs`` Python package (its type support), which ROS 2 bags do not bring along.
+
+Decoded (``decoded``), a topic is decoded as nebula's ROS driver decodes it: every packet, in
+arrival order, with its stamp in seconds (``rclcpp::Time(stamp).seconds()``), goes through the
+CPU :class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.SweepDecoder`, a sweep spanning
+messages where the packets do. Each completed sweep becomes a ``sensor_msgs/PointCloud2`` in the
+``PointXYZIRCAEDT`` layout (:data:`~gpu_euclidean_cluster.pointcloud_io.velodyne.POINT_DTYPE`,
+32 bytes a point, one row, ``is_dense`` true as nebula sets it), frame id from the settings,
+stamped as nebula stamps it: ``std::chrono::duration_cast<nanoseconds>`` of the sweep stamp in
+seconds, i.e. the product with 1e9 truncated. It is encoded straight to CDR bytes
 (:func:`~gpu_euclidean_cluster.ros.messages.serialized.publishable_cloud`), no Python message per
-point.
-
-The cloud is due at the bag time of the message whose packets completed it, and goes out on
+point: :class:`SweepMessage`, due at the bag time of the message whose packets completed it, on
 Autoware's name for the decoded cloud (:func:`decoded_topic`): the packets topic's namespace plus
 ``pointcloud_raw_ex`` (nebula publishes ``velodyne_points``, which Autoware's launch remaps).
+
+With ``both``, a message goes out first, then the sweeps it completes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,15 +37,19 @@ from ...pointcloud_io.pointcloud2 import from_structured
 from ...pointcloud_io.velodyne import (
     Sweep,
     SweepDecoder,
-    VelodyneScanMessage,
     load_calibration,
     velodyne_typestore,
 )
 from ...pointcloud_io.velodyne.bags import VELODYNE_SCAN
+from ...pointcloud_io.velodyne.calibration import check_calibration_model
 from ...pointcloud_io.velodyne.cdr import scan_from_cdr
+from ...pointcloud_io.velodyne.sweeps import PacketsRefusedError
+from ..messages import BUILD_MESSAGE_PACKAGES
 from ..messages.serialized import publishable_cloud
+from ..parameters.option_values import one_line
 from ..parameters.velodyne_options import PacketDecoding
 from .bag_files import BagFiles
+from .replay_options import ReplayOptions
 
 #: Autoware's name of the decoded cloud, in the namespace of the packets topic.
 AUTOWARE_CLOUD = "pointcloud_raw_ex"
@@ -68,6 +77,21 @@ def sweep_message(sweep: Sweep) -> bytes | PointCloud2:
 
 
 @dataclass(frozen=True)
+class PacketMessage:
+    """A recorded ``VelodyneScan`` message due for publishing as it is.
+
+    Attributes:
+        topic: its packets topic.
+        timestamp_ns: its bag time.
+        cdr: its serialized bytes (ROS 2 CDR).
+    """
+
+    topic: str
+    timestamp_ns: int
+    cdr: bytes
+
+
+@dataclass(frozen=True)
 class SweepMessage:
     """A decoded sweep due for publishing.
 
@@ -84,47 +108,181 @@ class SweepMessage:
     sweep: Sweep
 
 
-def scan_message(ros1: bool, topic: str, raw: bytes) -> VelodyneScanMessage:
-    """A stored ``VelodyneScan`` (CDR, or ROS 1 bytes converted to CDR), its packets a view of
-    the bytes (:func:`~gpu_euclidean_cluster.pointcloud_io.velodyne.cdr.scan_from_cdr`)."""
-    cdr = velodyne_typestore().ros1_to_cdr(raw, VELODYNE_SCAN) if ros1 else raw
-    return scan_from_cdr(cdr, topic)
+def scan_cdr(ros1: bool, raw: bytes) -> bytes:
+    """A stored ``VelodyneScan`` as ROS 2 CDR: the bytes themselves, or ROS 1 bytes converted."""
+    return bytes(velodyne_typestore().ros1_to_cdr(raw, VELODYNE_SCAN)) if ros1 else raw
+
+
+def velodyne_scan_type() -> type:
+    """``velodyne_msgs/msg/VelodyneScan``'s Python class, its type support loaded (what a
+    publisher of the recorded bytes needs).
+
+    Raises:
+        ImportError: the package is not importable, or its type support libraries are not
+            (a ``PYTHONPATH`` without the ``LD_LIBRARY_PATH`` of its ``setup.bash``).
+    """
+    from velodyne_msgs.msg import VelodyneScan
+
+    if VelodyneScan._TYPE_SUPPORT is None:
+        VelodyneScan.__import_type_support__()
+    if VelodyneScan._TYPE_SUPPORT is None:
+        raise ImportError("velodyne_msgs is importable but its type support libraries are not")
+    return VelodyneScan
+
+
+@dataclass(frozen=True)
+class PacketPlan:
+    """How a bag's packet topics are played (see :func:`packet_plan`).
+
+    Attributes:
+        raw: the recorded messages are published (on the packets topics).
+        decoding: how they are decoded into sweeps; None: not decoded.
+        scan_type: ``VelodyneScan``'s class where ``raw``, else None.
+        notes: one-line notes on a default that could not be kept.
+    """
+
+    raw: bool
+    decoding: PacketDecoding | None
+    scan_type: type | None = None
+    notes: tuple[str, ...] = ()
+
+
+def packet_plan(options: ReplayOptions, topics: Sequence[str]) -> PacketPlan:
+    """How the packet ``topics`` are played, given ``--packets`` (``options.packets``).
+
+    The default, both, falls back to what can be played, with a note: the packets only when
+    neither ``--sensor-model`` nor ``--sensor-params`` names the sensor (decoding needs it; an
+    explicit ``both`` too), the decoded sweeps only when ``velodyne_msgs`` is not importable.
+
+    Raises:
+        ValueError: an explicit ``raw`` or ``both`` without ``velodyne_msgs``; decoding without
+            the sensor, with bad settings or without its calibration file
+            (:meth:`~..parameters.velodyne_options.VelodyneOptions.resolve`). One line each.
+    """
+    mode = options.packets
+    listed = ", ".join(topics)
+    notes: list[str] = []
+    scan_type = None
+    missing = ""  # why the recorded messages cannot be published
+    if mode != "decoded":
+        try:
+            scan_type = velodyne_scan_type()
+        except ImportError as error:
+            missing = (
+                f"the velodyne_msgs Python package ({one_line(error)}): install a ROS 2 "
+                f"distribution's ros-<distro>-velodyne-msgs, or {BUILD_MESSAGE_PACKAGES}"
+            )
+            if mode is not None:
+                raise ValueError(
+                    f"--packets {mode} publishes the recorded messages and needs {missing}"
+                ) from None
+            notes.append(
+                f"note: {listed} play decoded only (--packets decoded): publishing the recorded "
+                f"messages too needs {missing}"
+            )
+            mode = "decoded"
+    velodyne = options.velodyne
+    sensor_named = velodyne.sensor_model is not None or velodyne.sensor_params is not None
+    if mode == "raw" or (mode != "decoded" and not sensor_named):
+        if mode != "raw":
+            notes.append(
+                f"note: {listed} play as recorded only (--packets raw): decoding them needs "
+                "the sensor (--sensor-model or --sensor-params)"
+            )
+        return PacketPlan(raw=True, decoding=None, scan_type=scan_type, notes=tuple(notes))
+    try:
+        decoding = velodyne.resolve()
+    except ValueError as error:
+        if missing and not sensor_named:  # neither way to play them works: say both
+            raise ValueError(f"{error}; playing them as recorded instead needs {missing}") from None
+        raise
+    return PacketPlan(
+        raw=mode != "decoded", decoding=decoding, scan_type=scan_type, notes=tuple(notes)
+    )
+
+
+#: Refused messages noted one by one in a pass; the rest are counted at its end.
+REFUSALS_NOTED = 5
 
 
 class PacketStream:
-    """The sweeps of a bag's packet topics, decoded afresh on every pass.
+    """The messages of a bag's packet topics as :func:`packet_plan` plays them: the recorded
+    messages and/or the sweeps decoded from them (afresh on every pass), in bag-time order, a
+    message before the sweeps it completes.
 
     Args:
         path: the bag (read through its own :class:`~.bag_files.BagFiles`, beside the player's).
         topics: ``VelodyneScan`` topics; each gets its own decoder, all the same settings.
-        decoding: settings and calibration file (the file is read here, once).
+        raw: yield the recorded messages (:class:`PacketMessage`).
+        decoding: settings and calibration file (the file is read here, once, and checked
+            against the sensor model); None: no sweeps.
+        note: takes the one-line note of each message the decoder refuses (at most
+            :data:`REFUSALS_NOTED` a pass, then their count at the pass's end).
 
     Raises:
-        ValueError: the calibration file cannot be read (``CalibrationError``).
+        ValueError: the calibration file cannot be read, or is not the model's
+            (``CalibrationError``).
     """
 
-    def __init__(self, path: Path, topics: Sequence[str], decoding: PacketDecoding) -> None:
+    def __init__(
+        self,
+        path: Path,
+        topics: Sequence[str],
+        raw: bool,
+        decoding: PacketDecoding | None,
+        note: Callable[[str], None] = print,
+    ) -> None:
         self.path = path
         self.topics = list(topics)
+        self.raw = raw
         self.decoding = decoding
-        self.calibration = load_calibration(decoding.calibration_file)
+        self.note = note
+        self.calibration = None
+        if decoding is not None:
+            self.calibration = load_calibration(decoding.calibration_file)
+            check_calibration_model(self.calibration, decoding.settings.sensor)
 
-    def messages(self, start_ns: int | None, stop_ns: int | None) -> Iterator[SweepMessage]:
-        """Sweeps completed by the packet messages with bag time in ``[start_ns, stop_ns)``, in
-        time order; decoding starts at ``start_ns`` with empty decoders, as a driver fed from
-        there would."""
-        decoders = {t: SweepDecoder(self.calibration, self.decoding.settings) for t in self.topics}
+    def messages(
+        self, start_ns: int | None, stop_ns: int | None
+    ) -> Iterator[PacketMessage | SweepMessage]:
+        """The messages with bag time in ``[start_ns, stop_ns)`` and the sweeps they complete,
+        in time order; decoding starts at ``start_ns`` with empty decoders, as a driver fed from
+        there would.
+
+        Raises:
+            BagError: a message that is not a ``VelodyneScan`` (every one is checked, also when
+                only published).
+        """
+        decoders, refused = {}, 0
+        if self.decoding is not None:
+            settings = self.decoding.settings
+            decoders = {t: SweepDecoder(self.calibration, settings) for t in self.topics}
         with BagFiles(self.path) as bag:
             for part, connection, timestamp, raw in bag.raw_messages(
                 self.topics, start_ns, stop_ns
             ):
                 try:
-                    scan = scan_message(part.is_ros1, connection.topic, raw)
+                    cdr = scan_cdr(part.is_ros1, raw)
+                    scan = scan_from_cdr(cdr, connection.topic)
                 except Exception as error:  # VelodyneCdrError; rosbags' on damaged ROS 1 bytes
-                    reason = " ".join(str(error).split()) or type(error).__name__
                     raise BagError(
                         f"corrupt {VELODYNE_SCAN} message on {connection.topic} in {self.path}: "
-                        f"{reason}"
+                        f"{one_line(error)}"
                     ) from None
-                for sweep in decoders[scan.topic].feed(scan.packets, scan.packet_seconds):
-                    yield SweepMessage(scan.topic, timestamp, sweep_message(sweep), sweep)
+                if self.raw:
+                    yield PacketMessage(scan.topic, timestamp, cdr)
+                if decoders:
+                    try:
+                        sweeps = decoders[scan.topic].feed(scan.packets, scan.packet_seconds)
+                    except PacketsRefusedError as error:  # the budget, another model's packets
+                        refused += 1
+                        if refused <= REFUSALS_NOTED:
+                            self.note(
+                                f"note: {VELODYNE_SCAN} message on {scan.topic} at bag time "
+                                f"{timestamp} ns not decoded ({error.kind}): {one_line(error)}"
+                            )
+                        continue
+                    for sweep in sweeps:
+                        yield SweepMessage(scan.topic, timestamp, sweep_message(sweep), sweep)
+        if refused > REFUSALS_NOTED:
+            self.note(f"note: {refused} {VELODYNE_SCAN} messages not decoded in this pass")

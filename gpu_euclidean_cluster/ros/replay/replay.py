@@ -1,8 +1,10 @@
 """The ``replay`` tool: publish the PointCloud2 topics of a bag with their recorded timing.
 
 Velodyne packet topics (``velodyne_msgs/msg/VelodyneScan``, as Autoware records its LiDARs) are
-decoded as Autoware's driver decodes them and published as its decoded cloud
-(:mod:`.packet_player`; the options of :mod:`..parameters.velodyne_options` say how).
+played as ``--packets`` says (:mod:`.packet_player`): as recorded, as ``ros2 bag play`` would
+(for a node that decodes packets itself); decoded as Autoware's driver decodes them and published
+as its decoded cloud (the options of :mod:`..parameters.velodyne_options` say how); or both, the
+default.
 
 Console script ``replay BAG`` (``ros2 run gpu_euclidean_cluster replay BAG`` in a workspace); the
 ``gpu-euclidean-cluster replay`` sub-command reuses this module's parser. The module owns the
@@ -32,9 +34,14 @@ from ..parameters.option_values import (
     span_seconds,
     topic_name,
 )
-from ..parameters.velodyne_options import MODEL_CHOICES, RETURN_MODE_CHOICES, VelodyneOptions
+from ..parameters.velodyne_options import (
+    AZIMUTH_TIMING_CHOICES,
+    MODEL_CHOICES,
+    RETURN_MODE_CHOICES,
+    VelodyneOptions,
+)
 from ..qos import RELIABILITIES
-from .replay_options import ReplayOptions, parse_remaps, queue_depth, remap_rule
+from .replay_options import PACKET_MODES, ReplayOptions, parse_remaps, queue_depth, remap_rule
 
 
 class ReplayError(Exception):
@@ -97,8 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="OLD:=NEW",
-        help="publish topic OLD under the name NEW (OLD: a PointCloud2 topic, or a packets topic "
-        "or its decoded name)",
+        help="publish topic OLD under the name NEW (OLD: a PointCloud2 topic, a packets topic "
+        "(its recorded messages; with --packets decoded its sweeps) or a packets topic's decoded "
+        "name)",
     )
     parser.add_argument(
         "--qos-reliability",
@@ -126,7 +134,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=argument(offset_seconds),
         default=0.0,
         metavar="SECONDS",
-        help="before playing, wait up to this long for subscribers on every topic",
+        help="before playing, wait up to this long for subscribers on every output topic (packets "
+        "and decoded clouds alike)",
     )
     parser.add_argument(
         "--min-subscribers",
@@ -142,10 +151,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "Velodyne packet bags",
-        "velodyne_msgs/msg/VelodyneScan topics are decoded as Autoware's driver (nebula) decodes "
-        "them and published as PointCloud2 (PointXYZIRCAEDT) on the packets topic's namespace + "
-        "pointcloud_raw_ex. Give the sensor model, or nebula's sensor parameter file; explicit "
-        "options override the file; the rest has nebula's defaults.",
+        "velodyne_msgs/msg/VelodyneScan topics are published as recorded (for a node on "
+        "input/packets; needs the velodyne_msgs package) and decoded as Autoware's driver "
+        "(nebula) decodes them, published as PointCloud2 (PointXYZIRCAEDT) on the packets "
+        "topic's namespace + pointcloud_raw_ex. Decoding needs the sensor model, or nebula's "
+        "sensor parameter file; explicit options override the file; the rest has nebula's "
+        "defaults.",
+    )
+    group.add_argument(
+        "--packets",
+        choices=PACKET_MODES,
+        help="play packet topics as recorded (raw), as decoded clouds (decoded) or both "
+        "(default: both; raw without a sensor model, decoded without velodyne_msgs, each with "
+        "a note)",
     )
     group.add_argument(
         "--sensor-model", metavar=MODEL_CHOICES, help="the sensor (nebula's sensor_model)"
@@ -177,6 +195,12 @@ def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--cloud-max-angle", type=int, metavar="DEG", help="azimuth window end (default 360)"
     )
+    group.add_argument(
+        "--azimuth-timing",
+        metavar=AZIMUTH_TIMING_CHOICES,
+        help="each return's azimuth with nebula's firing timing (default nebula, bit for bit) or "
+        "the sensor manual's (sensor; docs/packets.md)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
@@ -197,6 +221,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         wait_for_subscribers_s=args.wait_for_subscribers,
         min_subscribers=args.min_subscribers,
         progress=not args.quiet,
+        packets=args.packets,
         velodyne=VelodyneOptions(
             sensor_model=args.sensor_model,
             calibration=args.calibration,
@@ -208,6 +233,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
             scan_phase=args.scan_phase,
             cloud_min_angle=args.cloud_min_angle,
             cloud_max_angle=args.cloud_max_angle,
+            azimuth_timing=args.azimuth_timing,
         ),
     )
 
@@ -269,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(
         prog="replay",
         description="Replay PointCloud2 topics of a ROS 1 or ROS 2 bag, and Velodyne packet "
-        "topics decoded to PointCloud2.",
+        "topics as recorded and decoded to PointCloud2.",
     )
     add_arguments(parser)
     argv = sys.argv[1:] if argv is None else list(argv)

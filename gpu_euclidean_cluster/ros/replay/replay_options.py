@@ -13,6 +13,9 @@ from ..qos import RELIABILITIES
 
 #: rmw's largest history depth (a 32-bit int)
 MAX_QOS_DEPTH = 2**31 - 1
+#: How Velodyne packet topics are played (``--packets``): the recorded ``VelodyneScan`` messages,
+#: the PointCloud2 sweeps decoded from them, or both.
+PACKET_MODES = ("raw", "decoded", "both")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class ReplayOptions:
     rcl_args: tuple[str, ...] = ()  # command line for rclpy.init, with any --ros-args
     #: how Velodyne packet topics are decoded (ignored for a bag without them)
     velodyne: VelodyneOptions = field(default_factory=VelodyneOptions)
+    #: how packet topics are played, one of :data:`PACKET_MODES`; None: the default (both where
+    #: the sensor is named and ``velodyne_msgs`` is importable, see ``packet_player.packet_plan``)
+    packets: str | None = None
 
     def __post_init__(self) -> None:
         rates = f"in [{MIN_RATE:g}, {MAX_RATE:g}]"
@@ -73,6 +79,11 @@ class ReplayOptions:
             )
         if self.min_subscribers < 1:
             raise ValueError(f"--min-subscribers must be >= 1, got {self.min_subscribers}")
+        if self.packets is not None and self.packets not in PACKET_MODES:
+            raise ValueError(
+                f"--packets must be {', '.join(PACKET_MODES[:-1])} or {PACKET_MODES[-1]}, "
+                f"got {self.packets!r}"
+            )
 
 
 def _within(value: float, low: float, high: float) -> bool:

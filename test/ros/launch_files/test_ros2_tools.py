@@ -1,6 +1,8 @@
 """``ros2 pkg/launch/run/param`` for real, as their own processes, against the package as the
-README installs it (``pip install -e '.[ros,test]'`` into the venv); and ``ros2 launch`` of a
-non-editable ``pip install .`` and of a ``colcon build``.
+README installs it (``pip install -e '.[ros,test]'`` into the venv); ``ros2 launch`` of a
+non-editable ``pip install .`` and of a ``colcon build``; and ``ros2 pkg`` / ``ros2 launch`` in a
+fresh venv right after the install (plain and ``-e``), with no ``AMENT_PREFIX_PATH`` set
+(the ``.pth`` file of ``setup.py`` and ``_gpu_euclidean_cluster_ament.py``).
 
 The ROS 2 tools come from ``../shared/wheels`` (fixture ``ros_tools``: installed when missing,
 skipped with the reason without that folder); colcon from PyPI (fixture ``colcon``). Every CLI
@@ -22,12 +24,16 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+import _gpu_euclidean_cluster_ament as ament_hook
+from gpu_euclidean_cluster.ros import ament_prefix
+
 from ..._ros2_tools import (
     BIN,
     PACKAGE,
     PREFIX,
     REPO_ROOT,
     SPIN,
+    WHEELS_DIR,
     Background,
     describe,
     private_domain,
@@ -36,6 +42,7 @@ from ..._ros2_tools import (
     ros2,
     ros2_env,
     run,
+    user_env,
 )
 
 pytestmark = pytest.mark.ros
@@ -53,6 +60,8 @@ CONFIGS = sorted((REPO_ROOT / "config").glob("*.yaml"))
 COLCON_BUILD_TIMEOUT_S = 240.0
 #: pip install . (builds a wheel, in an isolated build environment from PyPI)
 PIP_INSTALL_TIMEOUT_S = 300.0
+#: a fresh venv: python -m venv, then pip install of the package, rclpy and the tools it needs
+FRESH_VENV_TIMEOUT_S = 600.0
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +203,7 @@ def test_param_set_get_describe_against_the_launched_node(launched, env):
     assert "from the next frame: d_th 0.5 -> 0.7" in launched.output()  # only what changed
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_launched_node_clusters_what_arrives_on_input_topic(launched, domain):
     """A cloud published on input_topic:= gets its labelled cloud in namespace:= (in-process
     peer, as the in-thread LaunchService test did)."""
@@ -309,7 +319,10 @@ def _launch_installed_copy(
     try:
         _wait_param(launch, ros2_env(domain), f"/{namespace}/{NODE}", "d_th", "Double value is")
         output = launch.output()
-        assert f"AMENT_PREFIX_PATH={prefix}\n" in output, output
+        # the prefix alone; colcon's setup.bash may leave a trailing ':' (its helper script, run
+        # by this venv's Python, sees the variable that the package's .pth file set in there)
+        shown = re.search(r"^AMENT_PREFIX_PATH=(.*)$", output, re.MULTILINE)
+        assert shown and shown[1].split(os.pathsep) in ([str(prefix)], [str(prefix), ""]), output
         assert f"{PACKAGE} euclidean_cluster_node\n{PACKAGE} replay\n" in output, output
         assert f"module: {prefix}/lib/" in output, output  # this copy, not the venv's
         pid = int(re.search(rf"\[{NODE}-1\]: process started with pid \[(\d+)\]", output)[1])
@@ -362,3 +375,103 @@ def test_colcon_build_then_ros2_launch(colcon, domain, tmp_path):
         assert os.access(install / "lib" / PACKAGE / name, os.X_OK), name
     setup = "source install/setup.bash && "
     _launch_installed_copy(install, setup, build_env, domain, tmp_path, workspace)
+
+
+def test_ament_hook_appends_a_prefix_that_holds_the_package(tmp_path, monkeypatch):
+    """What the ``.pth`` file runs at interpreter start: the prefix goes last on the variable
+    (set when unset), only when it holds the package's marker and is not listed yet."""
+    venv, bare = tmp_path / "venv", tmp_path / "bare"
+    (venv / ament_prefix.MARKER).parent.mkdir(parents=True)
+    (venv / ament_prefix.MARKER).touch()
+    assert str(ament_prefix.MARKER) == ament_hook.MARKER
+    assert ament_hook.with_prefix("", str(venv)) == str(venv)
+    assert ament_hook.with_prefix("/opt/ros/kilted", str(venv)) == f"/opt/ros/kilted:{venv}"
+    for listed in (f"/opt/ros/kilted:{venv}", f"{venv}/", f"{venv}:/opt/ros/kilted"):
+        assert ament_hook.with_prefix(listed, str(venv)) == listed
+    assert ament_hook.with_prefix("/opt/ros/kilted", str(bare)) == "/opt/ros/kilted"
+    assert ament_hook.with_prefix("", str(bare)) == ""
+
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.delenv(ament_hook.VARIABLE, raising=False)
+    ament_hook.add_this_prefix()
+    assert os.environ[ament_hook.VARIABLE] == str(venv)
+    assert ament_prefix.package_share() == venv / "share" / PACKAGE
+    monkeypatch.setenv(ament_hook.VARIABLE, "/opt/ros/kilted")
+    monkeypatch.setattr(sys, "prefix", str(bare))
+    ament_hook.add_this_prefix()
+    assert os.environ[ament_hook.VARIABLE] == "/opt/ros/kilted"
+    monkeypatch.setattr(sys, "prefix", None)  # whatever goes wrong, the interpreter starts
+    ament_hook.add_this_prefix()
+    assert os.environ[ament_hook.VARIABLE] == "/opt/ros/kilted"
+
+
+def test_package_share_finds_any_registered_package(tmp_path):
+    other = tmp_path / "other"
+    (other / ament_prefix.PACKAGE_INDEX).mkdir(parents=True)
+    (other / ament_prefix.PACKAGE_INDEX / "nebula_decoders").touch()
+    environ = {ament_prefix.VARIABLE: f"{tmp_path / 'bare'}{os.pathsep}{other}"}
+    share = ament_prefix.package_share(environ, "nebula_decoders")
+    assert share == other / "share" / "nebula_decoders"
+    assert ament_prefix.package_share(environ) is None  # this package is not there
+
+
+@pytest.fixture(scope="module", params=["editable", "plain"])
+def fresh_venv(request, tmp_path_factory, domain) -> Path:
+    """A new venv with the package installed as the README says (``-e`` or plain, from a copy of
+    the repository) and ``ros2 pkg`` / ``ros2 launch`` from ``../shared/wheels``."""
+    if not WHEELS_DIR.is_dir():
+        pytest.skip(f"{WHEELS_DIR} (the ROS 2 tool wheels) does not exist")
+    root = tmp_path_factory.mktemp(f"fresh_{request.param}")
+    source, venv = root / "src", root / ".venv"
+    _copy_repository(source)
+    env = user_env(domain)
+    made = run([sys.executable, "-m", "venv", str(venv)], env, timeout_s=FRESH_VENV_TIMEOUT_S)
+    assert made.returncode == 0, describe(made)
+    package = ["-e", f"{source}[ros]"] if request.param == "editable" else [f"{source}[ros]"]
+    command = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+    command += ["--find-links", str(WHEELS_DIR), *package, "ros2pkg", "ros2launch"]
+    installed = run(command, env, timeout_s=FRESH_VENV_TIMEOUT_S)
+    assert installed.returncode == 0, describe(installed)
+    return venv
+
+
+def _fresh_env(venv: Path, domain: int, ament_prefix_path: str | None) -> dict[str, str]:
+    """A user's shell with ``venv`` activated (its bin/ first on PATH), AMENT_PREFIX_PATH as
+    given (None: unset). Without the ROS wheels' bootstrap mark of this test process, so that
+    the venv's own bootstrap runs."""
+    env = user_env(domain)
+    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), env["PATH"]])
+    if ament_prefix_path is not None:
+        env[ament_prefix.VARIABLE] = ament_prefix_path
+    return env
+
+
+@pytest.mark.slow
+def test_ros2_finds_the_package_right_after_the_install(fresh_venv, domain):
+    """No AMENT_PREFIX_PATH to export: ``ros2 pkg prefix`` and ``ros2 launch`` of the fresh venv
+    find the package under its prefix; a set variable keeps its prefixes first."""
+    ros2_bin = str(fresh_venv / "bin" / "ros2")
+    site = next(fresh_venv.glob("lib/python*/site-packages"))
+    assert (site / f"{PACKAGE}_ament.pth").is_file(), sorted(p.name for p in site.iterdir())
+
+    prefix = run([ros2_bin, "pkg", "prefix", PACKAGE], _fresh_env(fresh_venv, domain, None))
+    assert prefix.returncode == 0, describe(prefix)
+    assert Path(prefix.stdout.strip()).resolve() == fresh_venv.resolve()
+
+    other = "/some/other"
+    env = _fresh_env(fresh_venv, domain, other)
+    python = str(fresh_venv / "bin" / "python")
+    seen = run([python, "-c", f"import os; print(os.environ['{ament_prefix.VARIABLE}'])"], env)
+    assert seen.returncode == 0, describe(seen)
+    assert seen.stdout.strip().split(os.pathsep) == [other, str(fresh_venv)], describe(seen)
+    prefix = run([ros2_bin, "pkg", "prefix", PACKAGE], env)
+    assert Path(prefix.stdout.strip()).resolve() == fresh_venv.resolve(), describe(prefix)
+
+    arguments = run(
+        [ros2_bin, "launch", "--show-args", PACKAGE, LAUNCH_FILE],
+        _fresh_env(fresh_venv, domain, None),
+    )
+    assert arguments.returncode == 0, describe(arguments)
+    assert f"{fresh_venv}/share/{PACKAGE}/config/" in arguments.stdout, describe(arguments)

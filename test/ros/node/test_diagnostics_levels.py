@@ -114,7 +114,7 @@ def test_lost_frames_name_the_publisher_transport_and_the_fix():
 
 
 def test_silent_matched_publisher_warns_with_the_reason():
-    silence = "no frame arrived on /input/points for 7 s while 1 publisher(s) are matched"
+    silence = "no frame arrived on /input/points in the 7 s since 1 publisher(s) matched"
     empty = later(received=0, processed=0)
     level, message = diagnostics.window_level(empty, None, 0.1, silence)
     assert level == DiagnosticStatus.WARN

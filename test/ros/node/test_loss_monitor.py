@@ -72,7 +72,10 @@ def test_matched_silent_publisher_is_warned_about_then_repeated_rarely():
     warned = [t for t, c in checks.items() if c.warning]
     assert warned == [1 + SILENT_S, 1 + SILENT_S + SILENT_REPEAT_S]  # matched first seen at 1
     warning = checks[warned[0]].warning
-    assert warning.startswith("no frame arrived on /points_raw for 5 s while 1 publisher(s)")
+    assert warning.startswith(
+        "no frame arrived on /points_raw in the 5 s since 1 publisher(s) matched: if one "
+        "publishes, its frames do not reach the node"
+    )
     assert TRANSPORT_FIX in warning
     assert checks[3].silence == "" and checks[10].silence.startswith("no frame arrived")
 
@@ -87,8 +90,33 @@ def test_silence_needs_a_matched_publisher_and_ends_with_a_frame():
     assert loss.update(25, 0, 0, 1, 0.1).warning  # 5 s matched, nothing
     assert loss.update(26, 1, 0, 1, 0.1).silence == ""  # a frame came
     assert loss.update(30, 1, 0, 1, 0.1).silence == ""
-    again = loss.update(31, 1, 0, 1, 0.1)  # quiet for 5 s again: a new episode, warned again
-    assert again.silence and again.warning
+
+
+def test_a_pause_after_frames_arrived_is_no_loss():
+    """Frames arrived, then the publisher paused (a bag paused, a driver idle): its transport
+    carries its frames, so the node says nothing, however long the pause; frames lost after it
+    would show as sequence gaps."""
+    loss = monitor()
+    checks = [loss.update(t, min(t, 10), 0, publishers=1, warn_share=0.1) for t in range(1, 200)]
+    assert not any(c.warning or c.silence for c in checks)
+
+
+def test_a_publisher_that_reappears_starts_afresh():
+    loss = monitor()
+    for t in range(1, 10):  # frames arrive from the first publisher
+        assert loss.update(t, t, 0, publishers=1, warn_share=0.1).warning is None
+    loss.update(10, 9, 0, publishers=0, warn_share=0.1)  # it left ...
+    assert loss.update(11, 9, 0, publishers=1, warn_share=0.1).silence == ""  # ... and came back
+    restarted = loss.update(16, 9, 0, publishers=1, warn_share=0.1)  # none since: 5 s
+    assert restarted.warning and restarted.silence.startswith(
+        "no frame arrived on /points_raw in the 5 s since 1 publisher(s) matched"
+    )
+    loss = monitor()
+    for t in range(1, 10):
+        loss.update(t, t, 0, publishers=1, warn_share=0.1)
+    joined = [loss.update(t, 9, 0, publishers=2, warn_share=0.1) for t in range(10, 16)]
+    assert [c.warning is not None for c in joined] == [False] * 5 + [True]  # a second one joined
+    assert joined[-1].silence.startswith("no frame arrived on /points_raw in the 5 s since 2")
 
 
 def test_no_publisher_is_warned_about_with_the_remap_then_repeated_rarely():

@@ -5,8 +5,10 @@ The node runs as its own process (the ``euclidean_cluster_node`` script, CPU bac
 real VLP-32C bag's (Autoware's ``/sensing/lidar/front/velodyne_packets``) or VLS-128 bag's
 ``VelodyneScan`` messages as recorded. The node decodes them itself (no PointCloud2 between
 driver and clusterer), and every labelled cloud it publishes must hold exactly the sweep the
-library's decoder cuts from those packets, with the library's cluster labels of it. Needs
-``velodyne_msgs``: built from ``../shared/msgs`` (skips with the reason without it).
+library's decoder cuts from those packets, with the library's cluster labels of it. Hostile
+packets first (a message over the decoder's budget, another model's packets, a sweep that never
+completes) are each refused with a warning and a ``/diagnostics`` count, and the node runs on.
+Needs ``velodyne_msgs``: built from ``../shared/msgs`` (skips with the reason without it).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import PointCloud2  # noqa: E402
 
@@ -52,6 +55,8 @@ LABELED = f"{NAMESPACE}/output/labeled_points"
 #: where replay publishes the sweeps it decodes, and the node's input/points is remapped to
 SWEEPS_TOPIC = f"{NAMESPACE}/pointcloud_raw_ex"
 TIMEOUT_S = 90.0
+#: The refusals of the driver stand-in's hostile prelude (``_velodyne_helpers.hostile_messages``).
+HOSTILE_KINDS = ("message_over_budget", "other_model", "sweep_over_budget")
 #: What the message packages' setup.bash sets for a process that uses them.
 MSGS_VARIABLES = ("PYTHONPATH", "LD_LIBRARY_PATH", "AMENT_PREFIX_PATH", "CMAKE_PREFIX_PATH")
 
@@ -90,10 +95,35 @@ def expected_sweeps(
     return sweeps
 
 
+def stamps_of(clouds: list[PointCloud2]) -> set[int]:
+    """The header stamps (ns) of ``clouds``."""
+    return {m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in clouds}
+
+
 def wait_for_clouds(recorder: LabeledRecorder, count: int) -> None:
     """Until ``recorder`` holds ``count`` clouds, or TIMEOUT_S."""
     deadline = time.monotonic() + TIMEOUT_S
     while len(recorder.clouds) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def rejections(recorder: LabeledRecorder) -> int:
+    """The most malformed messages a /diagnostics report of the node counted so far."""
+    counts = [int(d.get("frames_rejected_malformed", 0)) for d in list(recorder.diagnostics)]
+    return max(counts, default=0)
+
+
+def wait_for_rejections(recorder: LabeledRecorder, count: int) -> None:
+    """Until a /diagnostics report counts ``count`` malformed messages, or TIMEOUT_S."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while rejections(recorder) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def wait_for_stamp(recorder: LabeledRecorder, stamp_ns: int) -> None:
+    """Until ``recorder`` holds the cloud stamped ``stamp_ns``, or TIMEOUT_S."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while stamp_ns not in stamps_of(recorder.clouds) and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
@@ -120,12 +150,17 @@ class LabeledRecorder:
         rclpy.init(context=self.context, domain_id=domain)
         self.node = rclpy.create_node("packet_input_recorder", context=self.context)
         self.clouds: list[PointCloud2] = []
+        self.diagnostics: list[dict[str, str]] = []
         qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)
         self.node.create_subscription(PointCloud2, LABELED, self.clouds.append, qos)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._diagnostics, 10)
         self._executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True)
         self._thread.start()
+
+    def _diagnostics(self, message: DiagnosticArray) -> None:
+        self.diagnostics.append({kv.key: kv.value for kv in message.status[0].values})
 
     def close(self) -> None:
         self._executor.shutdown()
@@ -133,17 +168,18 @@ class LabeledRecorder:
         self.context.try_shutdown()
 
 
-@pytest.mark.parametrize("model", sorted(SENSORS))
-def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
-    msgs_env, lidar_data_dir, tmp_path, model
-):
+def run_packets_into_node(
+    model: str, msgs_env: dict[str, str], lidar_data_dir: Path, tmp_path: Path, hostile: bool
+) -> tuple[dict[int, np.ndarray], LabeledRecorder, str, int | None]:
+    """The node (its own process) on ``model``'s packets, published by the driver stand-in (with
+    its hostile prelude when ``hostile``): the library's sweeps of the bag, the recorder (stopped),
+    the node's log and its exit status when it stopped on its own (None: it ran until stopped)."""
     bag, calibration, settings = SENSORS[model]
     packet_bag, calibration = lidar_data_dir / bag, lidar_data_dir / calibration
     if not packet_bag.is_dir():
         pytest.skip(f"{packet_bag} is absent (the nebula packet bags)")
     expected = expected_sweeps(packet_bag, calibration, settings)
     assert len(expected) >= 2
-    (frame_id,) = {scan.frame_id for scan in read_velodyne_scans(packet_bag)}
     params = ["-p", "backend:=cpu", "-p", "qos_reliability:=reliable"]
     params += [arg for name, value in [
         ("sensor_model", model), ("calibration_file", calibration),
@@ -170,18 +206,51 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
         try:
             publisher = Background(
                 [str(BIN / "python"), "-m", "test._packet_publisher", str(packet_bag),
-                 PACKETS_TOPIC, "0.5"],
+                 PACKETS_TOPIC, "0.5", *([model] if hostile else [])],
                 env, tmp_path / "publisher.log", cwd=Path(__file__).resolve().parents[3],
             )  # fmt: skip
             wait_for_clouds(recorder, len(expected))
+            if hostile:  # the report that counts the refusals may come after the clouds
+                wait_for_rejections(recorder, len(HOSTILE_KINDS))
             publisher.close()
+            status = node.process.poll()
         finally:
             recorder.close()
             node.stop()
-    log = (tmp_path / "node.log").read_text()
+    return expected, recorder, (tmp_path / "node.log").read_text(), status
+
+
+@pytest.mark.parametrize("model", sorted(SENSORS))
+def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
+    msgs_env, lidar_data_dir, tmp_path, model
+):
+    expected, recorder, log, _ = run_packets_into_node(
+        model, msgs_env, lidar_data_dir, tmp_path, hostile=False
+    )
+    bag = lidar_data_dir / SENSORS[model][0]
+    (frame_id,) = {scan.frame_id for scan in read_velodyne_scans(bag)}
     assert f"sensor_model {model!r}" in log, log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
     assert {m.header.frame_id for m in recorder.clouds} == {frame_id}  # the scans' header frame
+    assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z", "time_stamp", "channel"))
+
+
+def test_hostile_packets_are_refused_counted_and_the_node_runs_on(
+    msgs_env, lidar_data_dir, tmp_path
+):
+    """Before the VLP-32C bag: a message of 1 207 packets (over the budget of 1 206), one of a
+    VLP-16's packets, and a sensor that never turns, 202 packets a message, whose sixth message
+    would take its sweep past the budget. Each is refused (throttled warnings, three counts in
+    ``/diagnostics``), the node keeps running, and the bag's sweeps come out as a fresh decoder
+    cuts them (the cut sweep left nothing behind)."""
+    expected, recorder, log, status = run_packets_into_node(
+        "VLP32", msgs_env, lidar_data_dir, tmp_path, hostile=True
+    )
+    assert status is None, f"the node stopped ({status}):\n{log}"
+    assert "VelodyneScan refused (message_over_budget): 1207 packets at once" in log, log
+    assert "Traceback" not in log, log
+    assert rejections(recorder) == len(HOSTILE_KINDS), (recorder.diagnostics[-1:], log)
+    assert len(recorder.clouds) == len(expected), (len(recorder.clouds), log)
     assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z", "time_stamp", "channel"))
 
 
@@ -206,16 +275,18 @@ def test_replayed_packet_bag_reaches_the_node_as_clouds(lidar_data_dir, tmp_path
             replay = Background(
                 [str(BIN / "replay"), str(packet_bag), "--sensor-model", "VLS128",
                  "--calibration", str(lidar_data_dir / calibration), "--cloud-max-angle", "359",
-                 "--rate", "0.25", "--wait-for-subscribers", "30", "--min-subscribers", "2",
+                 "--packets", "decoded", "--rate", "0.25", "--loop", "--wait-for-subscribers", "30",
                  "--remap", f"/pointcloud_raw_ex:={SWEEPS_TOPIC}", "--quiet"],
                 env, tmp_path / "replay.log",
             )  # fmt: skip
-            wait_for_clouds(recorder, len(expected))
+            wait_for_stamp(recorder, max(expected))
             replay.close()
         finally:
             recorder.close()
             node.stop()
     replay_log = (tmp_path / "replay.log").read_text()
     assert f"/velodyne_packets -> {SWEEPS_TOPIC}" in replay_log, replay_log
-    assert len(recorder.clouds) == len(expected), (len(recorder.clouds), replay_log)
+    # Looping until the last sweep is labelled: whenever the node's output found the recorder,
+    # and however many sweeps a busy node skipped (it keeps the newest), every cloud is checked.
+    assert max(expected) in stamps_of(recorder.clouds), (len(recorder.clouds), replay_log)
     assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z"))

@@ -82,7 +82,7 @@ TIMEOUT_S = 60.0
 LOSS = re.compile(
     rf"\[WARN\].*\d+ of \d+ frames \(\d+ %\) published on {re.escape(TOPIC)} in the last"
 )
-SILENCE = re.compile(rf"\[WARN\].*no frame arrived on {re.escape(TOPIC)} for \d+ s while")
+SILENCE = re.compile(rf"\[WARN\].*no frame arrived on {re.escape(TOPIC)} in the \d+ s since")
 
 
 class Diagnostics:

@@ -47,6 +47,12 @@
 #ifndef VELO_VLS128
 #error "VELO_VLS128 must be passed with -D (cuda/codecs/velodyne.py)"
 #endif
+#ifndef VELO_NEBULA_TIMING
+#error "VELO_NEBULA_TIMING must be passed with -D (cuda/codecs/velodyne.py)"
+#endif
+#ifndef VELO_SENSOR_TIMING
+#error "VELO_SENSOR_TIMING must be passed with -D (cuda/codecs/velodyne.py)"
+#endif
 
 // Indices into return_codes (cuda/codecs/velodyne.py's RETURN_KINDS lists nebula's values in this order).
 #define VELO_KIND_UNKNOWN 0
@@ -121,31 +127,32 @@ __device__ __forceinline__ int velo_difference(const unsigned char* packet, cons
 // scalars, the int32 tables (I32_TABLES), the float64 tables (F64_TABLES), then the outputs.
 
 #define VELO_PARAMS                                                                                \
-    const unsigned char *__restrict__ packets, const double *__restrict__ delta, int count,       \
-        int family, int laser_count, int mode_strongest, int mode_last, int mode_dual,            \
-        int upper_bank, int lower_bank, int time_columns, int window_low, int window_high,        \
-        double resolution, double turn_mul, double turn_div, double min_range, double max_range,  \
-        const int *__restrict__ recurrence, const int *__restrict__ vls_banks,                    \
-        const int *__restrict__ return_codes, const int *__restrict__ ring,                       \
-        const int *__restrict__ two_pt, const int *__restrict__ min_intensity,                    \
-        const int *__restrict__ max_intensity, const double *__restrict__ radians,                \
-        const double *__restrict__ cos_table, const double *__restrict__ sin_table,               \
-        const double *__restrict__ time_table, const double *__restrict__ slot_turn,              \
-        const double *__restrict__ group_turn, const double *__restrict__ dist_correction,        \
-        const double *__restrict__ rot_term, const double *__restrict__ cos_vert,                 \
-        const double *__restrict__ sin_vert, const double *__restrict__ horiz,                    \
-        const double *__restrict__ vert, const double *__restrict__ dist_x,                       \
-        const double *__restrict__ dist_y, const double *__restrict__ focal_offset,               \
-        const double *__restrict__ focal_slope, int *__restrict__ rank,                           \
-        unsigned *__restrict__ points, long long *__restrict__ packet_index
+    const unsigned char *__restrict__ packets, const double *__restrict__ delta, int count,        \
+        int family, int azimuth_timing, int laser_count, int mode_strongest, int mode_last,        \
+        int mode_dual, int upper_bank, int lower_bank, int time_columns, int window_low,           \
+        int window_high, double resolution, double turn_mul, double turn_div, double min_range,    \
+        double max_range, const int *__restrict__ recurrence, const int *__restrict__ vls_banks,   \
+        const int *__restrict__ return_codes, const int *__restrict__ ring,                        \
+        const int *__restrict__ two_pt, const int *__restrict__ min_intensity,                     \
+        const int *__restrict__ max_intensity, const double *__restrict__ radians,                 \
+        const double *__restrict__ cos_table, const double *__restrict__ sin_table,                \
+        const double *__restrict__ time_table, const double *__restrict__ slot_turn,               \
+        const double *__restrict__ group_turn, const double *__restrict__ sensor_turn,             \
+        const double *__restrict__ dist_correction, const double *__restrict__ rot_term,           \
+        const double *__restrict__ cos_vert, const double *__restrict__ sin_vert,                  \
+        const double *__restrict__ horiz, const double *__restrict__ vert,                         \
+        const double *__restrict__ dist_x, const double *__restrict__ dist_y,                      \
+        const double *__restrict__ focal_offset, const double *__restrict__ focal_slope,           \
+        int *__restrict__ rank, unsigned *__restrict__ points,                                     \
+        long long *__restrict__ packet_index
 
 #define VELO_ARGS                                                                                  \
-    packets, delta, count, family, laser_count, mode_strongest, mode_last, mode_dual, upper_bank, \
-        lower_bank, time_columns, window_low, window_high, resolution, turn_mul, turn_div,        \
-        min_range, max_range, recurrence, vls_banks, return_codes, ring, two_pt, min_intensity,   \
-        max_intensity, radians, cos_table, sin_table, time_table, slot_turn, group_turn,          \
-        dist_correction, rot_term, cos_vert, sin_vert, horiz, vert, dist_x, dist_y,               \
-        focal_offset, focal_slope, rank, points, packet_index
+    packets, delta, count, family, azimuth_timing, laser_count, mode_strongest, mode_last,         \
+        mode_dual, upper_bank, lower_bank, time_columns, window_low, window_high, resolution,      \
+        turn_mul, turn_div, min_range, max_range, recurrence, vls_banks, return_codes, ring,       \
+        two_pt, min_intensity, max_intensity, radians, cos_table, sin_table, time_table,           \
+        slot_turn, group_turn, sensor_turn, dist_correction, rot_term, cos_vert, sin_vert, horiz,  \
+        vert, dist_x, dist_y, focal_offset, focal_slope, rank, points, packet_index
 
 // Step 6 two-point correction of one axis: f(((double) (dc - dcxy) * ((double) r - base)) / span
 // + dcxy) - dc, span being the double 25.04 - base (base: 2.4 for x, 1.93 for y).
@@ -196,7 +203,8 @@ __device__ __forceinline__ void velo_slot(VELO_PARAMS) {
     const int raw = velo_u16(ret), partner_raw = velo_u16(partner);
     keep = keep && raw != 0 && !(dual && (b & 1) && partner_raw == raw);
 
-    // step 1: the block's azimuth (rec: azimuth_from, next_from, copy_from of _recurrence)
+    // step 1: the block's azimuth (rec: azimuth_from, next_from, copy_from of block_recurrence,
+    // the settings' azimuth_timing rule)
     const int* rec = recurrence + dual * 3 * VELO_BLOCKS;
     const int azimuth = velo_rotation(packet, rec[b]);
     if (family != VELO_VLP32) keep = keep && velo_block_ok(azimuth, window_low, window_high);
@@ -214,7 +222,9 @@ __device__ __forceinline__ void velo_slot(VELO_PARAMS) {
     const int copy = rec[2 * VELO_BLOCKS + b];
     const double diff = copy == -2 ? 0.0 : (double)velo_difference(packet, rec, copy >= 0 ? copy : b);
     double turn;
-    if (family == VELO_VLP16) {
+    if (azimuth_timing == VELO_SENSOR_TIMING) {
+        turn = velo_mul(diff, sensor_turn[origin + s]);  // the model's firing time / gap time
+    } else if (family == VELO_VLP16) {
         turn = velo_div(velo_mul(diff, slot_turn[s]), turn_div);
     } else if (family == VELO_VLP32) {
         turn = velo_mul(velo_div(velo_mul(diff, turn_mul), turn_div), (double)s);

@@ -11,10 +11,15 @@
 // order, and keys are unique (members are). Kept clusters form one run [lo, hi) of that order.
 //
 // numbering_stats: per point, warp-aggregated atomics for count and smallest member; the first
-// warp to touch a component appends it to the list. The last block to finish sorts the K keys in
-// shared memory (bitonic) when K <= cap, writes each component's rank over its count and the kept
-// sizes run-length encoded (at most sqrt(2n) distinct sizes). If K > cap it sets status 0 and the
-// host sorts the keys instead (numbering_keys, cupy sort, numbering_ranks).
+// warp to touch a component appends it to the list. The last block to finish gathers the keys of
+// the kept components only (size in [min_size, max_size]: the others are labelled -1 whatever
+// their order, so their rank is -1 at once) and, when there are at most cap of them, sorts them in
+// shared memory (bitonic), writes each kept component's rank over its count and the kept sizes
+// run-length encoded (at most sqrt(2n) distinct sizes). A kept component's rank is its position
+// among the kept keys, which is its position in the order of all K keys less the number of larger
+// clusters cut by max_size: the same labels as sorting all K. With more than cap kept components
+// it sets status 0, leaving every count as it was, and the host sorts all K keys instead
+// (numbering_keys, cupy sort, numbering_ranks).
 // numbering_gather: labels[i] = rank of ids[i], -1 where ids[i] < 0.
 
 #define NUMBERING_FULL_MASK 0xffffffffu
@@ -80,7 +85,7 @@ extern __shared__ unsigned long long numbering_smem[];
 extern "C" __global__ void __launch_bounds__(1024)
 numbering_stats(const int* __restrict__ ids, int n, unsigned long long* work, int cap,
                 int min_size, int max_size) {
-    __shared__ int s_last, s_lo, s_hi, s_runs;
+    __shared__ int s_last, s_kept, s_runs;
     const NumberingScratch s = numbering_scratch(work, n);
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int lane = threadIdx.x & 31;
@@ -109,7 +114,20 @@ numbering_stats(const int* __restrict__ ids, int n, unsigned long long* work, in
 
     // The last block: every count, smallest member and list entry is in place.
     const int k = (int)__ldcg(&s.counters[0]);
-    if (k > cap) {
+    unsigned long long* keys = numbering_smem;
+    const uint2* stat2 = reinterpret_cast<const uint2*>(s.stat);
+    if (threadIdx.x == 0) s_kept = 0;
+    __syncthreads();
+    for (int t = threadIdx.x; t < k; t += blockDim.x) {  // the kept components' keys, in no order
+        const uint2 stat = __ldcg(stat2 + __ldcg(&s.list[t]));
+        if ((int)stat.x >= min_size && (int)stat.x <= max_size) {
+            const int slot = atomicAdd(&s_kept, 1);
+            if (slot < cap) keys[slot] = numbering_key(stat, n);
+        }
+    }
+    __syncthreads();
+    const int kept = s_kept;
+    if (kept > cap) {
         if (threadIdx.x == 0) {
             s.out[0] = k;
             s.out[1] = 0;
@@ -118,13 +136,14 @@ numbering_stats(const int* __restrict__ ids, int n, unsigned long long* work, in
         }
         return;
     }
-    int p = 1;
-    while (p < k) p <<= 1;
-    unsigned long long* keys = numbering_smem;
-    const uint2* stat2 = reinterpret_cast<const uint2*>(s.stat);
-    for (int t = threadIdx.x; t < p; t += blockDim.x) {
-        keys[t] = t < k ? numbering_key(__ldcg(stat2 + __ldcg(&s.list[t])), n) : ~0ull;
+    for (int t = threadIdx.x; t < k; t += blockDim.x) {  // the others: rank -1
+        const int c = __ldcg(&s.list[t]);
+        const int size = (int)__ldcg(&s.stat[2 * c]);
+        if (size < min_size || size > max_size) s.stat[2 * c] = 0xffffffffu;
     }
+    int p = 1;
+    while (p < kept) p <<= 1;
+    for (int t = kept + threadIdx.x; t < p; t += blockDim.x) keys[t] = ~0ull;
     __syncthreads();
     for (int size = 2; size <= p; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
@@ -140,20 +159,15 @@ numbering_stats(const int* __restrict__ ids, int n, unsigned long long* work, in
             __syncthreads();
         }
     }
-    if (threadIdx.x == 0) {
-        s_lo = numbering_count_above(keys, k, n, max_size);
-        s_hi = max(numbering_count_above(keys, k, n, min_size - 1), s_lo);
-        s_runs = 0;
-    }
+    if (threadIdx.x == 0) s_runs = 0;
     __syncthreads();
-    const int lo = s_lo, hi = s_hi;
-    for (int t = threadIdx.x; t < k; t += blockDim.x) {
-        numbering_place(ids, n, s.stat, s.out, keys, k, lo, hi, t, &s_runs);
+    for (int t = threadIdx.x; t < kept; t += blockDim.x) {
+        numbering_place(ids, n, s.stat, s.out, keys, kept, 0, kept, t, &s_runs);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         s.out[0] = k;
-        s.out[1] = hi - lo;
+        s.out[1] = kept;
         s.out[2] = s_runs;
         s.out[3] = 1;
     }
