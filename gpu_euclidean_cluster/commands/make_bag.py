@@ -15,11 +15,19 @@ refused rather than rounded to 0 and 1; ``return_type`` is the file's, else 0 (n
 ``xyzircaedt`` takes the file's ``time_stamp`` field (integer ns after the cloud's stamp) and
 refuses files without one; azimuth, elevation and distance are the file's fields where present,
 else computed from x y z as nebula defines them (``bags.polar_fields``).
+
+The output is never an existing path (an input least of all), and is bounded
+(:mod:`.output_bounds`): before anything is written, the bag's size (the frames' points, each
+simulated sweep as its sensor's every ray returning, plus each message's overhead) must be within
+``--max-output-gb`` and the free disk; while writing, a frame that would fill the disk ends the
+bag there, complete and in place, and the command says so; a bag that a full disk cuts short all
+the same is removed (it is written under a temporary name). Each is one line, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,12 +37,15 @@ from ..core.units import NS_PER_S
 from ..ros.parameters.option_values import (
     MAX_STAMP_S,
     argument,
+    frame_id,
+    one_line,
     positive_integer,
     stamp_seconds,
     topic_name,
 )
 from .errors import CommandError
-from .simulate import add_layout_argument, add_simulation_arguments
+from .output_bounds import DiskWatch, add_max_output_argument, check_output_size, is_disk_full
+from .simulate import add_layout_argument, add_simulation_arguments, sweep_bytes_at_most
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,10 +58,16 @@ STORAGES = ("ros1", "sqlite3", "mcap")
 STORAGE_OF_SUFFIX = {".bag": "ros1", ".mcap": "mcap", ".db3": "sqlite3"}
 DEFAULT_TOPIC = "/points_raw"
 DEFAULT_FRAME_ID = "velodyne"
+#: Bytes a message takes in a bag beyond its points, at most: the PointCloud2 header and field
+#: list, the storage's record header and index entries.
+MESSAGE_OVERHEAD_BYTES = 1024
+#: Bytes a bag takes beyond its messages, at most: connection, schema and metadata records.
+BAG_OVERHEAD_BYTES = 64 * 1024
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     from ..pointcloud_io import FORMATS
+    from ..tools.simulation.beams import SENSORS
 
     parser = subparsers.add_parser(
         "make-bag",
@@ -91,6 +108,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_layout_argument(parser)
     parser.add_argument(
         "--ring-sensor",
+        choices=tuple(SENSORS),
         default="hdl64e",
         help="beam table for rings of inputs that have none (default hdl64e, KITTI's sensor)",
     )
@@ -100,7 +118,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_TOPIC,
         help=f"a ROS 2 topic name (default {DEFAULT_TOPIC})",
     )
-    parser.add_argument("--frame-id", default=DEFAULT_FRAME_ID, help=f"default {DEFAULT_FRAME_ID}")
+    parser.add_argument(
+        "--frame-id",
+        type=argument(frame_id),
+        default=DEFAULT_FRAME_ID,
+        help=f"header.frame_id of every message, not empty (default {DEFAULT_FRAME_ID})",
+    )
     parser.add_argument(
         "--start-time",
         type=argument(stamp_seconds),
@@ -109,6 +132,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="stamp of the first frame, seconds since the epoch, 0 to 2^31 - 1 (ROS 2 stamps "
         "end in 2038; default: now)",
     )
+    add_max_output_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -172,33 +196,30 @@ def cloud_points(
         raise CommandError(f"{path}: {error}") from None
 
 
-def file_frames(
-    paths: Sequence[Path],
-    fmt: str | None,
-    ring_sensor: str,
-    start_ns: int,
-    period_ns: int,
-    repeat: int = 1,
-    layout: str = "xyzir",
-) -> Iterator[tuple[int, np.ndarray]]:
-    """The files' points as frames ``period_ns`` apart, all files ``repeat`` times over (each
-    file is read once, all of them before the first frame is yielded: a file refused stops the
-    command before the bag is created)."""
+def file_points(
+    paths: Sequence[Path], fmt: str | None, ring_sensor: str, layout: str = "xyzir"
+) -> list[np.ndarray]:
+    """The points of each file in ``layout`` (every file read before the first frame is written:
+    a file refused stops the command before the bag is created)."""
     from ..core.memory import host_memory_budget
     from ..pointcloud_io import load_points
     from ..tools.simulation import get_sensor
 
     elevations = get_sensor(ring_sensor).elevations_deg
-    points = [
+    return [
         cloud_points(
             load_points(path, fmt, max_bytes=host_memory_budget()), path, elevations, layout
         )
         for path in paths
     ]
-    return (
-        (start_ns + index * period_ns, points[index % len(points)])
-        for index in range(repeat * len(points))
-    )
+
+
+def repeated_frames(
+    points: Sequence[np.ndarray], start_ns: int, period_ns: int, repeat: int = 1
+) -> Iterator[tuple[int, np.ndarray]]:
+    """The files' ``points`` as frames ``period_ns`` apart, all of them ``repeat`` times over."""
+    for index in range(repeat * len(points)):
+        yield start_ns + index * period_ns, points[index % len(points)]
 
 
 def simulated_frames(
@@ -213,11 +234,16 @@ def simulated_frames(
 
 def run(args: argparse.Namespace) -> int:
     from ..pointcloud_io.bags import write_pointcloud_bag
+    from ..tools.simulation import get_sensor
 
     if args.simulate == bool(args.inputs):
         raise CommandError("give either input files or --simulate (not both, not neither)")
     if args.simulate and args.repeat != 1:
         raise CommandError("--repeat repeats input files; --simulate takes --frames instead")
+    if args.output.exists() or args.output.is_symlink():
+        inputs = [path for path in args.inputs if path.exists() and path.samefile(args.output)]
+        role = "is an input" if inputs else "exists already"
+        raise CommandError(f"{args.output} {role}; not overwriting: give a new output name")
     storage = storage_for(args.output, args.storage)
     start_s = time.time() if args.start_time is None else args.start_time
     start_ns = round(start_s * NS_PER_S)
@@ -231,21 +257,41 @@ def run(args: argparse.Namespace) -> int:
             "give an earlier --start-time, a higher --rate-hz or fewer frames"
         )
     if args.simulate:
+        sweep_bytes = sweep_bytes_at_most(get_sensor(args.sensor), args.layout)
+        estimate = count * (sweep_bytes + MESSAGE_OVERHEAD_BYTES)
+        what = f"{count} simulated {args.sensor} sweeps"
         frames = simulated_frames(
             args.sensor, args.frames, args.seed, args.rate_hz, start_ns, args.layout
         )
     else:
-        frames = file_frames(
-            args.inputs,
-            args.format,
-            args.ring_sensor,
-            start_ns,
-            period_ns,
-            args.repeat,
-            args.layout,
+        points = file_points(args.inputs, args.format, args.ring_sensor, args.layout)
+        cycle_bytes = sum(p.nbytes + MESSAGE_OVERHEAD_BYTES for p in points)
+        estimate = args.repeat * cycle_bytes
+        what = f"{count} frames ({len(points)} files x {args.repeat})"
+        frames = repeated_frames(points, start_ns, period_ns, args.repeat)
+    check_output_size(args.output, estimate + BAG_OVERHEAD_BYTES, args.max_output_gb, what)
+    watch = DiskWatch(args.output)
+    try:
+        written = write_pointcloud_bag(
+            args.output,
+            watch.frames(frames, MESSAGE_OVERHEAD_BYTES),
+            storage=storage,
+            topic=args.topic,
+            frame_id=args.frame_id,
         )
-    count = write_pointcloud_bag(
-        args.output, frames, storage=storage, topic=args.topic, frame_id=args.frame_id
-    )
-    print(f"wrote {count} frames to {args.output} ({storage}, topic {args.topic}, {args.layout})")
+    except (OSError, sqlite3.Error) as error:
+        if is_disk_full(error):
+            raise CommandError(
+                f"the disk filled up writing {args.output} ({one_line(error)}); the incomplete "
+                "bag was removed"
+            ) from None
+        if isinstance(error, OSError):
+            raise
+        raise CommandError(f"cannot write {args.output}: {one_line(error)}") from None
+    if watch.stopped:
+        raise CommandError(
+            f"stopped after {written} of {count} frames: the disk is nearly full "
+            f"({watch.describe()}); {args.output} holds the {written} frames, complete"
+        )
+    print(f"wrote {written} frames to {args.output} ({storage}, topic {args.topic}, {args.layout})")
     return 0

@@ -15,16 +15,37 @@ Each ``scan_NNNN.npy`` is a structured array of the ``--layout``'s fields follow
   distance (m) computed from x y z as nebula defines them, and time_stamp (uint32 ns after the
   sweep's stamp): the nominal firing time of the point's azimuth column (column k of K at k x
   period / K; the scene is frozen at the sweep's stamp).
+
+The output is bounded (:mod:`.output_bounds`): before the first sweep, the sweeps' size, each
+estimated as its sensor's every ray returning, must be within ``--max-output-gb`` and the free
+disk; while writing, a sweep that would fill the disk stops the command after the sweeps written
+(each file complete; a file a full disk cut short is removed). Either is one line, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..ros.parameters.option_values import argument, frequency, positive_integer
+from ..ros.parameters.option_values import argument, frequency, positive_integer, seed
 from .errors import CommandError
+from .output_bounds import (
+    DiskWatch,
+    add_max_output_argument,
+    check_output_size,
+    is_disk_full,
+    size_text,
+)
+
+if TYPE_CHECKING:
+    from ..tools.simulation import BeamModel
+
+#: Bytes a sweep's file takes beyond its points, at most: the .npy header and the file system's
+#: last partial block.
+NPY_FILE_OVERHEAD_BYTES = 8192
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "-o", "--out", type=Path, default=Path("simulated"), help="output directory"
     )
+    add_max_output_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -55,7 +77,12 @@ def add_simulation_arguments(parser: argparse.ArgumentParser, frames: int = 10) 
         default=frames,
         help=f"number of sweeps (default {frames})",
     )
-    parser.add_argument("--seed", type=int, default=0, help="scene layout and noise seed")
+    parser.add_argument(
+        "--seed",
+        type=argument(seed),
+        default=0,
+        help="scene layout and noise seed, a whole number >= 0 (default 0)",
+    )
     parser.add_argument(
         "--rate-hz",
         type=argument(frequency),
@@ -84,6 +111,25 @@ def add_layout_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def sweep_bytes_at_most(sensor: BeamModel, layout: str, ground_truth: bool = False) -> int:
+    """The bytes of one sweep's points in ``layout`` when every ray of ``sensor`` returns (the
+    most a sweep holds), with simulate's ``object_id`` column when ``ground_truth``."""
+    import numpy as np
+
+    from ..tools.simulation import Scan
+
+    empty = Scan(
+        np.empty((0, 3), np.float32),
+        np.empty(0, np.float32),
+        np.empty(0, np.uint16),
+        np.empty(0, np.int32),
+        stamp_ns=0,
+        firing_ns=np.empty(0, np.uint32),
+    )
+    points = empty.structured(layout) if ground_truth else empty.points(layout)
+    return sensor.num_beams * sensor.azimuths_per_sweep * points.dtype.itemsize
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -91,13 +137,40 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out.exists() and any(args.out.glob("scan_*.npy")):
         raise CommandError(f"{args.out} already holds scan_*.npy files; choose another --out")
+    sensor = get_sensor(args.sensor)
+    sweep_bytes = sweep_bytes_at_most(sensor, args.layout, ground_truth=True)
+    check_output_size(
+        args.out,
+        args.frames * (sweep_bytes + NPY_FILE_OVERHEAD_BYTES),
+        args.max_output_gb,
+        f"{args.frames} {args.sensor} sweeps (up to {size_text(sweep_bytes)} each)",
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    simulator = LidarSimulator(get_sensor(args.sensor), seed=args.seed)
+    watch = DiskWatch(args.out)
+    simulator = LidarSimulator(sensor, seed=args.seed)
     scene = street_scene(seed=args.seed)
     started = time.perf_counter()
     for index, scan in enumerate(simulator.sequence(scene, args.frames, args.rate_hz)):
         path = args.out / f"scan_{index:04d}.npy"
-        np.save(path, scan.structured(args.layout))
+        points = scan.structured(args.layout)
+        kept = _kept(args.out, index)
+        if not watch.room_for(points.nbytes + NPY_FILE_OVERHEAD_BYTES):
+            raise CommandError(
+                f"stopped before sweep {index + 1} of {args.frames}: the disk is nearly full "
+                f"({watch.describe()}); {kept}"
+            )
+        npy = io.BytesIO()  # written by Python's file: a full disk is ENOSPC, not a short count
+        np.save(npy, points)
+        try:
+            path.write_bytes(npy.getbuffer())
+        except OSError as error:
+            path.unlink(missing_ok=True)  # cut short: not a valid file
+            if is_disk_full(error):
+                raise CommandError(
+                    f"the disk filled up writing {path} ({error.strerror}); the file was "
+                    f"removed and {kept}"
+                ) from None
+            raise
         visible = np.unique(scan.object_id[scan.object_id > 0]).size
         print(f"{path}: {len(scan)} points, {visible} objects visible")
     elapsed = time.perf_counter() - started
@@ -106,3 +179,11 @@ def run(args: argparse.Namespace) -> int:
         f"in {elapsed:.2f} s"
     )
     return 0
+
+
+def _kept(out: Path, count: int) -> str:
+    """What ``out`` keeps of a run stopped after ``count`` sweeps, in words."""
+    if count == 0:
+        return f"no sweep was written to {out}"
+    files = "scan_0000.npy" if count == 1 else f"scan_0000.npy to scan_{count - 1:04d}.npy"
+    return f"{out} keeps the {count} sweeps written before ({files})"

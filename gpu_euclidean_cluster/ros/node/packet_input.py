@@ -25,22 +25,16 @@ from ...pointcloud_io.velodyne import CalibrationError, DecoderSettings, sensor_
 from ...pointcloud_io.velodyne.sensors import DecoderSettingsError
 from ...pointcloud_io.velodyne.sweeps import PacketsRefusedError
 from ..messages import BUILD_MESSAGE_PACKAGES
-from ..parameters.velodyne_options import DEFAULT_CALIBRATION, shipped_calibration
+from ..parameters.velodyne_options import (
+    DEFAULT_CALIBRATION,
+    SETTING_PARAMETERS,
+    shipped_calibration,
+)
 
 PACKETS_TOPIC = "input/packets"
+
+
 #: The node parameter that sets each ``DecoderSettings`` field.
-SETTING_PARAMETERS = {
-    "model": "sensor_model",
-    "return_mode": "return_mode",
-    "min_range": "sensor_min_range",
-    "max_range": "sensor_max_range",
-    "scan_phase": "scan_phase",
-    "cloud_min_angle": "cloud_min_angle",
-    "cloud_max_angle": "cloud_max_angle",
-    "azimuth_timing": "azimuth_timing",
-}
-
-
 def packet_sweeps(values: dict[str, Any], backend: Any = None) -> PacketSweeps | None:
     """The decoder the node's parameter ``values`` ask for, on ``backend``'s device (None: NumPy),
     or None without ``sensor_model``.

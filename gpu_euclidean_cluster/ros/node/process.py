@@ -81,6 +81,9 @@ def _spin(name: str, make_node: Callable[[], Node], argv: list[str], signals: St
     node: Node | None = None
     forwarding: RosLogHandler | None = None
     try:
+        # The executor spin uses, made before the node's seconds of start-up: a stop signal in
+        # them must not find it half built (rclpy then prints an error as it is collected).
+        rclpy.get_global_executor()
         logger = rclpy.logging.get_logger(name)
         forwarding = forward_package_logging(logger)
         try:

@@ -12,6 +12,9 @@ argparse ``type`` (argparse then names the option and exits with status 2).
   are concrete names.
 - Rates and times are finite numbers in a range where the schedule they make is representable
   (nanosecond stamps in int64, ROS 2 ``Time.sec`` in int32).
+- A frame id (``header.frame_id``) is not empty: the rule of the Velodyne decoder's ``frame_id``
+  (``DecoderSettings``), so that ``make-bag --frame-id`` and ``replay --frame-id`` refuse what
+  the decoder refuses.
 
 :class:`OneLineParser` is the tools' argparse parser: a bad option raises :class:`OptionError`
 (one line naming the option, for the tool's ``error: ...`` line and exit status 2) instead of
@@ -128,6 +131,30 @@ def positive_integer(text: str) -> int:
     if value < 1:
         raise ValueError(f"must be a whole number >= 1, got {text}")
     return value
+
+
+def seed(text: str) -> int:
+    """A random seed: a whole number >= 0 (NumPy's generators take no negative seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise ValueError(f"must be a whole number >= 0, got {text}")
+    return value
+
+
+def frame_id_problem(frame: str) -> str | None:
+    """Why ``frame`` cannot be a message's ``header.frame_id``, or None when it can."""
+    return "must not be empty" if not frame else None
+
+
+def frame_id(text: str) -> str:
+    """``text`` if it can be a frame id (:func:`frame_id_problem`), else ValueError."""
+    problem = frame_id_problem(text)
+    if problem:
+        raise ValueError(f"a frame id {problem}, got {text!r}")
+    return text
 
 
 class OptionError(ValueError):

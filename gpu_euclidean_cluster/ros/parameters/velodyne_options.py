@@ -8,6 +8,17 @@ nebula's default (:class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.DecoderS
 azimuth timing (``--azimuth-timing``: ``nebula``, the default, or ``sensor``) is this decoder's
 setting, not nebula's, and comes from the options only.
 
+The values are held to the node's parameter table: each option given when the options are built,
+and each value of the parameter file when :meth:`VelodyneOptions.resolve` reads it, must lie in
+the range of the node parameter that sets the same decoder setting (:data:`SETTING_PARAMETERS`
+names it, :data:`~.specs.SPECS` holds its range); then the settings together are checked by
+:class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.DecoderSettings` (settings that keep no
+return), as the node's are, its refusal worded with the replay's names (:data:`SETTING_OPTIONS`).
+The parameter file and the calibration file are read as the node reads its calibration: regular
+files of at most
+:data:`~gpu_euclidean_cluster.pointcloud_io.velodyne.calibration.MAX_CALIBRATION_BYTES` (a FIFO,
+a device or a huge file is refused, not read).
+
 The calibration file is ``--calibration`` if given, else the parameter file's ``calibration_file``
 (when the file names the same model), else the model's file among nebula's calibration files
 shipped in ``config/velodyne/`` (see :func:`calibration_dirs`). A ``$(find-pkg-share PKG)``
@@ -20,17 +31,22 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...pointcloud_io.velodyne.calibration import CalibrationError, read_calibration_text
 from ...pointcloud_io.velodyne.sensors import (
     AZIMUTH_TIMINGS,
     RETURN_MODES,
     SENSOR_MODELS,
     DecoderSettings,
+    DecoderSettingsError,
     sensor_model,
 )
 from ..ament_prefix import package_share
+from .option_values import frame_id_problem
+from .specs import SPECS
 
 PACKAGE = "gpu_euclidean_cluster"
 #: nebula's calibration files in a checkout (and an editable install) of this package.
@@ -53,7 +69,34 @@ AZIMUTH_TIMING_CHOICES = "{" + ",".join(AZIMUTH_TIMINGS) + "}"
 FLOAT_PARAMS = ("min_range", "max_range", "scan_phase")
 INT_PARAMS = ("cloud_min_angle", "cloud_max_angle")
 TEXT_PARAMS = ("sensor_model", "return_mode", "frame_id", "calibration_file")
+#: The decoder settings an option or the parameter file gives (all ``DecoderSettings`` fields
+#: but the model, checked by :func:`sensor_model`, and the view, which nebula never reads).
+DECODER_SETTINGS = ("return_mode", "frame_id", *FLOAT_PARAMS, *INT_PARAMS, "azimuth_timing")
 _SUBSTITUTION = re.compile(r"\$\(find-pkg-share\s+([\w-]+)\)")
+#: The node parameter that sets each ``DecoderSettings`` field: its spec's range (or choices) is
+#: the one the node enforces, and the one the replay's option and parameter file are held to.
+SETTING_PARAMETERS = {
+    "model": "sensor_model",
+    "return_mode": "return_mode",
+    "min_range": "sensor_min_range",
+    "max_range": "sensor_max_range",
+    "scan_phase": "scan_phase",
+    "cloud_min_angle": "cloud_min_angle",
+    "cloud_max_angle": "cloud_max_angle",
+    "azimuth_timing": "azimuth_timing",
+}
+#: The replay option that sets each ``DecoderSettings`` field.
+SETTING_OPTIONS = {
+    "model": "--sensor-model",
+    "return_mode": "--return-mode",
+    "frame_id": "--frame-id",
+    "min_range": "--min-range",
+    "max_range": "--max-range",
+    "scan_phase": "--scan-phase",
+    "cloud_min_angle": "--cloud-min-angle",
+    "cloud_max_angle": "--cloud-max-angle",
+    "azimuth_timing": "--azimuth-timing",
+}
 
 
 def calibration_dirs() -> list[Path]:
@@ -75,25 +118,52 @@ def shipped_calibration(name: str) -> Path | None:
     return None
 
 
+def setting_problem(name: str, value: object) -> str | None:
+    """Why ``value`` cannot be the decoder setting ``name`` (a ``DecoderSettings`` field other than
+    ``model``), or None when it can on its own: outside the range or the choices of the node
+    parameter that sets it (:data:`SETTING_PARAMETERS`, the node's table), a fraction for whole
+    degrees, a return mode nebula does not name, an empty frame id. Settings that contradict each
+    other are ``DecoderSettings``' to refuse."""
+    if name == "frame_id":
+        return frame_id_problem(value) if isinstance(value, str) else "must be a string"
+    if name == "return_mode":  # the node's return_mode lists no choices: nebula's names
+        return None if value in RETURN_MODES else f"must be one of {', '.join(RETURN_MODES)}"
+    spec = SPECS[SETTING_PARAMETERS[name]]
+    if spec.choices:
+        return None if value in spec.choices else f"must be one of {spec.constraints}"
+    if not spec.in_range(value):
+        return f"must be in {spec.constraints}"
+    if type(spec.default) is int and not float(value).is_integer():  # in range: a number
+        return "must be whole degrees"
+    return None
+
+
 def read_sensor_params(path: Path) -> dict[str, object]:
-    """The decoder's parameters of a nebula sensor parameter file (other keys are ignored).
+    """The decoder's parameters of a nebula sensor parameter file (other keys are ignored), each
+    checked on its own (:func:`setting_problem`).
 
     Every ``ros__parameters`` section of the file applies, in file order (``/**`` and node
-    names alike); a file without one is read as a plain map of parameters.
+    names alike); a file without one is read as a plain map of parameters. The file is read as a
+    calibration file is (``read_calibration_text``): a regular file, not too large.
 
     Raises:
-        ValueError: missing file, not YAML, no parameters, or a value of the wrong type.
+        ValueError: missing file, not a regular file, too large, not YAML, no parameters, or a
+            value of the wrong type or out of its range; one line naming the file.
     """
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"sensor parameter file not found: {path} (--sensor-params)")
     try:
-        document = YAML(typ="safe", pure=True).load(path.read_text())
-    except (OSError, YAMLError, UnicodeDecodeError) as error:
-        reason = " ".join(str(error).split())
-        raise ValueError(f"sensor parameter file {path}: not YAML ({reason})") from None
+        text = read_calibration_text(path)
+    except CalibrationError as error:
+        raise ValueError(f"sensor parameter file {error} (--sensor-params)") from None
+    try:
+        document = YAML(typ="safe", pure=True).load(text)
+    except (YAMLError, ValueError, RecursionError) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise ValueError(f"sensor parameter file {path}: not YAML ({reason[:300]})") from None
     if not isinstance(document, dict):
         raise ValueError(f"sensor parameter file {path}: not a map of parameters")
     sections = [
@@ -113,10 +183,12 @@ def read_sensor_params(path: Path) -> dict[str, object]:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if key in FLOAT_PARAMS and not number:
             raise ValueError(f"sensor parameter file {path}: {key} is not a number: {value!r}")
-        if key in INT_PARAMS and not (number and float(value).is_integer()):
+        if key in INT_PARAMS and not (number and (isinstance(value, int) or value.is_integer())):
             raise ValueError(f"sensor parameter file {path}: {key} is not whole degrees: {value!r}")
         if key in TEXT_PARAMS and not isinstance(value, str):
             raise ValueError(f"sensor parameter file {path}: {key} is not a string: {value!r}")
+        if key in DECODER_SETTINGS and (problem := setting_problem(key, value)):
+            raise ValueError(f"sensor parameter file {path}: {key} {problem}, got {value!r}")
     return params
 
 
@@ -165,8 +237,13 @@ class VelodyneOptions:
     """The replay options for Velodyne packet topics (None: not given).
 
     ``sensor_model`` is checked and written in nebula's spelling on construction, by the sensor
-    table's rule (:func:`~gpu_euclidean_cluster.pointcloud_io.velodyne.sensors.sensor_model`);
-    everything else is checked by :meth:`resolve`, which only a bag with packet topics calls.
+    table's rule (:func:`~gpu_euclidean_cluster.pointcloud_io.velodyne.sensors.sensor_model`),
+    and every other option given on its own (:func:`setting_problem`: the node's ranges); the
+    settings together, the parameter file and the calibration file by :meth:`resolve`, which
+    only a bag with packet topics calls.
+
+    Raises:
+        ValueError: an unknown model, or an option out of its range; one line naming the option.
     """
 
     sensor_model: str | None = None
@@ -183,15 +260,20 @@ class VelodyneOptions:
 
     def __post_init__(self) -> None:
         if self.sensor_model is not None:
-            model = sensor_model(self.sensor_model, "--sensor-model").name
+            model = sensor_model(self.sensor_model, SETTING_OPTIONS["model"]).name
             object.__setattr__(self, "sensor_model", model)
+        for name in DECODER_SETTINGS:
+            value = getattr(self, name)
+            if value is not None and (problem := setting_problem(name, value)):
+                raise ValueError(f"{SETTING_OPTIONS[name]} {problem}, got {value!r}")
 
     def resolve(self) -> PacketDecoding:
         """The decoder settings and calibration file for packet topics.
 
         Raises:
             ValueError: no sensor model, an unknown model, a missing calibration or parameter
-                file, or a bad setting; the message is one line naming the option.
+                file, a bad parameter file, or settings that keep no return; the message is one
+                line naming the option (or the parameter file's key).
         """
         params = read_sensor_params(self.sensor_params) if self.sensor_params else {}
         file_model = None
@@ -204,14 +286,12 @@ class VelodyneOptions:
                 f"Velodyne packets need the sensor model: give --sensor-model {MODEL_CHOICES} "
                 "or --sensor-params FILE (nebula's *.param.yaml)"
             )
-        values: dict[str, object] = {
-            key: params[key]
-            for key in ("return_mode", "frame_id", *FLOAT_PARAMS, *INT_PARAMS)
-            if key in params
-        }
-        for key in ("return_mode", "frame_id", *FLOAT_PARAMS, *INT_PARAMS, "azimuth_timing"):
+        values = {key: params[key] for key in DECODER_SETTINGS if key in params}
+        names = {key: f"{key} of {self.sensor_params}" for key in values}
+        for key in DECODER_SETTINGS:
             if getattr(self, key) is not None:
                 values[key] = getattr(self, key)
+                names[key] = SETTING_OPTIONS[key]
         for key in FLOAT_PARAMS:
             if key in values:
                 values[key] = float(values[key])
@@ -220,8 +300,10 @@ class VelodyneOptions:
                 values[key] = int(values[key])
         try:
             settings = DecoderSettings(model=model, **values)
-        except ValueError as error:
-            raise ValueError(f"Velodyne decoder settings: {error}") from None
+        except DecoderSettingsError as error:
+            raise ValueError(
+                f"Velodyne decoder settings: {error.naming(_default_names(names))}"
+            ) from None
         return PacketDecoding(settings, self._calibration_file(model, params, file_model))
 
     def _calibration_file(
@@ -229,7 +311,7 @@ class VelodyneOptions:
     ) -> Path:
         if self.calibration is not None:
             path = self.calibration.expanduser()
-            if path.is_file():
+            if path.exists():  # any kind: reading it refuses what is no regular file, by name
                 return path
             shipped = shipped_calibration(path.name) if path.name == str(path) else None
             if shipped is None:
@@ -252,3 +334,8 @@ class VelodyneOptions:
                 "give --calibration FILE"
             )
         return found
+
+
+def _default_names(names: Mapping[str, str]) -> dict[str, str]:
+    """``names`` for the settings given, and "the default --option" for the others."""
+    return {key: names.get(key, f"the default {option}") for key, option in SETTING_OPTIONS.items()}

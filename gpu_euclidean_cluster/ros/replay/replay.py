@@ -26,6 +26,7 @@ from ..parameters.option_values import (
     OneLineParser,
     argument,
     clock_frequency,
+    frame_id,
     frequency,
     offset_seconds,
     one_line,
@@ -34,10 +35,12 @@ from ..parameters.option_values import (
     span_seconds,
     topic_name,
 )
+from ..parameters.specs import SPECS
 from ..parameters.velodyne_options import (
     AZIMUTH_TIMING_CHOICES,
     MODEL_CHOICES,
     RETURN_MODE_CHOICES,
+    SETTING_PARAMETERS,
     VelodyneOptions,
 )
 from ..qos import RELIABILITIES
@@ -183,17 +186,35 @@ def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
         help="nebula calibration YAML (default: the model's file shipped in config/velodyne)",
     )
     group.add_argument("--return-mode", metavar=RETURN_MODE_CHOICES, help="default Dual")
-    group.add_argument("--frame-id", metavar="FRAME", help="frame of the clouds (default velodyne)")
-    group.add_argument("--min-range", type=float, metavar="M", help="default 0.3 m")
-    group.add_argument("--max-range", type=float, metavar="M", help="default 300 m")
     group.add_argument(
-        "--scan-phase", type=float, metavar="DEG", help="azimuth where sweeps are cut (default 0)"
+        "--frame-id",
+        type=argument(frame_id),
+        metavar="FRAME",
+        help="frame of the clouds (default velodyne)",
     )
     group.add_argument(
-        "--cloud-min-angle", type=int, metavar="DEG", help="azimuth window start (default 0)"
+        "--min-range", type=float, metavar="M", help=_setting_help("min_range", "default 0.3 m")
     )
     group.add_argument(
-        "--cloud-max-angle", type=int, metavar="DEG", help="azimuth window end (default 360)"
+        "--max-range", type=float, metavar="M", help=_setting_help("max_range", "default 300 m")
+    )
+    group.add_argument(
+        "--scan-phase",
+        type=float,
+        metavar="DEG",
+        help=_setting_help("scan_phase", "azimuth where sweeps are cut (default 0)"),
+    )
+    group.add_argument(
+        "--cloud-min-angle",
+        type=int,
+        metavar="DEG",
+        help=_setting_help("cloud_min_angle", "azimuth window start (default 0)"),
+    )
+    group.add_argument(
+        "--cloud-max-angle",
+        type=int,
+        metavar="DEG",
+        help=_setting_help("cloud_max_angle", "azimuth window end (default 360)"),
     )
     group.add_argument(
         "--azimuth-timing",
@@ -201,6 +222,13 @@ def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
         help="each return's azimuth with nebula's firing timing (default nebula, bit for bit) or "
         "the sensor manual's (sensor; docs/packets.md)",
     )
+
+
+def _setting_help(name: str, text: str) -> str:
+    """The help of the option for the decoder setting ``name``: ``text`` and the range of the
+    node's parameter for it, which the option is held to (``VelodyneOptions``)."""
+    spec = SPECS[SETTING_PARAMETERS[name]]
+    return f"{text}; in {spec.constraints}, as the node's {spec.name}"
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:

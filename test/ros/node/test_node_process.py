@@ -173,7 +173,7 @@ def test_help_lists_the_parameters_and_exits():
     done = subprocess.run([*launcher, "--help"], capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: euclidean_cluster_node")
-    assert "  d_th (double, default 0.5; in [0.0, .inf])" in done.stdout
+    assert "  d_th (double, default 0.5; in (0.0, .inf))" in done.stdout
     assert "  max_work_s (double, default 1.0" in done.stdout
     assert "Traceback" not in done.stderr
 

@@ -30,5 +30,7 @@ def test_replay_options_set_the_decoders_azimuth_timing():
     decoding = VelodyneOptions(sensor_model="hdl32", azimuth_timing="sensor").resolve()
     assert decoding.settings.azimuth_timing == "sensor"
     assert decoding.describe().endswith(", azimuth timing sensor")
-    with pytest.raises(ValueError, match=r"^Velodyne decoder settings: azimuth_timing 'exact'"):
-        VelodyneOptions(sensor_model="hdl32", azimuth_timing="exact").resolve()
+    with pytest.raises(
+        ValueError, match=r"^--azimuth-timing must be one of nebula, sensor, got 'exact'"
+    ):
+        VelodyneOptions(sensor_model="hdl32", azimuth_timing="exact")

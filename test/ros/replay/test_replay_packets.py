@@ -24,6 +24,8 @@ what cannot depend on load, the bag times of the stream and a lower bound on the
 from __future__ import annotations
 
 import io
+import math
+import os
 import pickle
 import sqlite3
 import sys
@@ -45,7 +47,13 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import (
     read_velodyne_scans,
     velodyne_typestore,
 )
-from gpu_euclidean_cluster.ros.parameters.velodyne_options import VelodyneOptions
+from gpu_euclidean_cluster.ros.parameters.settings import range_problems
+from gpu_euclidean_cluster.ros.parameters.specs import SPECS
+from gpu_euclidean_cluster.ros.parameters.velodyne_options import (
+    SETTING_OPTIONS,
+    SETTING_PARAMETERS,
+    VelodyneOptions,
+)
 
 from ..._perception_msgs import perception_msgs_env
 from ..._replay_helpers import NS, Recorder, decode_cdr, make_frames, write_bag
@@ -680,7 +688,7 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str]:
         ),
         (
             ["--packets", "decoded", "--sensor-model", "VLP32", "--scan-phase", "400"],
-            "scan_phase 400.0 outside [0, 360]",
+            "--scan-phase must be in [0.0, 360.0], got 400.0",
         ),
         (
             ["--packets", "decoded", "--sensor-model", "VLP32", "--remap", "/points:=/x"],
@@ -738,6 +746,142 @@ def test_sensor_params_model_is_checked(tmp_path: Path, capsys):
     status, err = run_cli([str(bag_of("vlp32")), "--sensor-params", str(params)], capsys)
     assert status == 2 and len(err.splitlines()) == 1
     assert f"unknown Velodyne sensor model 'VLP32MR' (sensor_model in {params})" in err
+
+
+# --- decoder options: the node's ranges (one table), the files read as the node reads them ----
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--min-range", "nan"], "--min-range must be in [0.0, .inf), got nan"),
+        (["--max-range", "-1"], "--max-range must be in (0.0, .inf], got -1.0"),
+        (["--max-range", "0"], "--max-range must be in (0.0, .inf], got 0.0"),
+        (["--scan-phase", "nan"], "--scan-phase must be in [0.0, 360.0], got nan"),
+        (["--cloud-max-angle", "361"], "--cloud-max-angle must be in [0, 360], got 361"),
+        (["--return-mode", "Triple"], "--return-mode must be one of SingleFirst, "),
+        (["--frame-id", ""], "argument --frame-id: a frame id must not be empty, got ''"),
+        (
+            ["--min-range", "400"],
+            "Velodyne decoder settings: --min-range 400.0 is not below the default --max-range "
+            "300.0: no return would be kept",
+        ),
+        (
+            ["--cloud-min-angle", "90", "--cloud-max-angle", "90"],
+            "--cloud-min-angle 90 equals --cloud-max-angle 90: no azimuth would be kept",
+        ),
+    ],
+)
+def test_decoder_options_are_refused_naming_the_option(capsys, argv: list[str], message: str):
+    """Both front ends, the sub-command and the console script: one line naming the option."""
+    argv = [str(bag_of("vlp32")), "--packets", "decoded", "--sensor-model", "VLP32", *argv]
+    status, err = run_cli(argv, capsys)
+    assert status == 2
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert replay.main([*argv, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+@pytest.mark.parametrize(
+    "setting", [name for name, parameter in SETTING_PARAMETERS.items() if SPECS[parameter].bounds]
+)
+def test_decoder_options_take_exactly_the_nodes_range(setting: str):
+    """Each option with a range takes what the node's parameter for the same setting takes, at
+    both ends, just outside them and beyond (the node's own check: ``range_problems``)."""
+    spec = SPECS[SETTING_PARAMETERS[setting]]
+    low, high = spec.bounds
+    step = 1 if isinstance(spec.default, int) else 1e-6
+    values = [low, high, low - step, high + step, -math.inf, math.inf]
+    if not isinstance(spec.default, int):
+        values.append(math.nan)
+    for value in values:
+        node_takes = not range_problems({spec.name: value})
+        try:
+            VelodyneOptions(**{setting: value})
+        except ValueError as error:
+            assert not node_takes, (setting, value, str(error))
+            assert str(error).startswith(f"{SETTING_OPTIONS[setting]} must be in "), str(error)
+        else:
+            assert node_takes, (setting, value)
+
+
+def write_params(folder: Path, lines: str) -> Path:
+    """A VLP-32 sensor parameter file with ``lines`` (YAML, 4 spaces in) among its parameters."""
+    params = folder / "VLP32.param.yaml"
+    params.write_text(f"/**:\n  ros__parameters:\n    sensor_model: VLP32\n{lines}")
+    return params
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ("    min_range: .nan\n", "min_range must be in [0.0, .inf), got nan"),
+        ("    max_range: -1\n", "max_range must be in (0.0, .inf], got -1"),
+        ("    scan_phase: 1e999\n", "scan_phase must be in [0.0, 360.0], got inf"),
+        ("    cloud_max_angle: 1" + "0" * 400 + "\n", "cloud_max_angle must be in [0, 360]"),
+        ("    cloud_min_angle: .inf\n", "cloud_min_angle is not whole degrees: inf"),
+        ("    return_mode: Triple\n", "return_mode must be one of SingleFirst, "),
+        ("    frame_id: ''\n", "frame_id must not be empty, got ''"),
+        (
+            "    min_range: 50.0\n    max_range: 40.0\n",
+            "Velodyne decoder settings: min_range of {params} 50.0 is not below max_range of "
+            "{params} 40.0: no return would be kept",
+        ),
+    ],
+    ids=[
+        "nan-min-range",
+        "negative-max-range",
+        "infinite-scan-phase",
+        "huge-cloud-angle",
+        "infinite-cloud-angle",
+        "unknown-return-mode",
+        "empty-frame-id",
+        "min-above-max",
+    ],
+)
+def test_sensor_params_values_are_refused_naming_the_file(
+    tmp_path: Path, capsys, lines: str, message: str
+):
+    params = write_params(tmp_path, lines)
+    argv = [str(bag_of("vlp32")), "--packets", "decoded", "--sensor-params", str(params)]
+    status, err = run_cli(argv, capsys)
+    assert status == 2
+    assert len(err.splitlines()) == 1 and message.format(params=params) in err, err
+    assert str(params) in err, err
+
+
+def test_sensor_params_option_overrides_a_bad_file_value(tmp_path: Path):
+    """An option replaces the file's value before the settings are checked together."""
+    params = write_params(tmp_path, "    min_range: 50.0\n    max_range: 40.0\n")
+    decoding = VelodyneOptions(sensor_params=params, max_range=60.0).resolve()
+    assert (decoding.settings.min_range, decoding.settings.max_range) == (50.0, 60.0)
+
+
+@pytest.mark.parametrize("option", ["--calibration", "--sensor-params"])
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_calibration_and_params_files_are_read_only_when_regular_and_small(
+    tmp_path: Path, option: str, kind: str
+):
+    """A FIFO (no writer: opening it to read would wait forever), a device (endless) and a
+    file over the calibration bound, as ``--calibration`` or ``--sensor-params``: ``replay``, its
+    own process, refuses it at start-up in one line, exit status 2, within the deadline."""
+    path = tmp_path / "sensor.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        path.write_text("# padding\n" * 20_000)  # 200 kB of comments: valid YAML
+    argv = [str(BIN / "replay"), str(bag_of("vlp32")), "--quiet", "--packets", "decoded"]
+    argv += ["--sensor-model", "VLP32", option, str(path)]
+    with private_domain() as domain:
+        done = run(argv, user_env(domain), timeout_s=DEADLINE_S)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    reason = "bytes, over the" if kind == "huge" else "not a regular file"
+    assert len(lines) == 1 and lines[0].startswith("replay: error: "), done.stderr
+    assert str(path) in lines[0] and reason in lines[0], done.stderr
 
 
 def test_defaults_are_nebulas():
