@@ -2,9 +2,10 @@
 a packet bag, as recorded (their CDR bytes), on a topic, ``period`` seconds apart; with a sensor
 ``MODEL``, first the hostile messages a node of that model refuses
 (``_velodyne_helpers.hostile_messages``: one over the budget, one of another model, a stream that
-never completes a sweep).
+never completes a sweep). With ``--stock-transport`` it leaves Fast DDS at its defaults, as a
+driver of someone else's does (512 kB shared-memory segments: a VLS-128 scan does not fit).
 
-    python -m test._packet_publisher BAG TOPIC PERIOD_S [MODEL]
+    python -m test._packet_publisher BAG TOPIC PERIOD_S [MODEL] [--stock-transport]
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ def hostile_prelude(model_name: str) -> list[bytes]:
     return [raw for _, raw in hostile_messages(model.sweep_packet_budget, own, other)]
 
 
-def main(bag: str, topic: str, period_s: str, model: str = "") -> int:
-    configure_transport()  # a VLS-128 scan (730 kB) is over Fast DDS's default 512 kB segment
+def main(
+    bag: str, topic: str, period_s: str, model: str = "", stock_transport: bool = False
+) -> int:
+    if not stock_transport:
+        configure_transport()  # a VLS-128 scan (730 kB) is over Fast DDS's default 512 kB segment
     # the recorded bytes (scan_to_cdr gives rosbags' serialization back, and also reads the
     # VLS-128 bag, whose empty serialization_format rosbags' Reader refuses)
     messages = [scan_to_cdr(scan) for scan in read_velodyne_scans(Path(bag))]
@@ -59,4 +63,5 @@ def main(bag: str, topic: str, period_s: str, model: str = "") -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    arguments = [a for a in sys.argv[1:] if a != "--stock-transport"]
+    sys.exit(main(*arguments, stock_transport="--stock-transport" in sys.argv[1:]))

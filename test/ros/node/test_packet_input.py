@@ -177,11 +177,17 @@ class LabeledRecorder:
 
 
 def run_packets_into_node(
-    model: str, msgs_env: dict[str, str], lidar_data_dir: Path, tmp_path: Path, hostile: bool
+    model: str,
+    msgs_env: dict[str, str],
+    lidar_data_dir: Path,
+    tmp_path: Path,
+    hostile: bool,
+    stock_transport: bool = False,
 ) -> tuple[dict[int, np.ndarray], LabeledRecorder, str, int | None]:
     """The node (its own process) on ``model``'s packets, published by the driver stand-in (with
-    its hostile prelude when ``hostile``): the library's sweeps of the bag, the recorder (stopped),
-    the node's log and its exit status when it stopped on its own (None: it ran until stopped)."""
+    its hostile prelude when ``hostile``; with Fast DDS's defaults when ``stock_transport``): the
+    library's sweeps of the bag, the recorder (stopped), the node's log and its exit status when
+    it stopped on its own (None: it ran until stopped)."""
     bag, calibration, settings = SENSORS[model]
     packet_bag, calibration = lidar_data_dir / bag, lidar_data_dir / calibration
     if not packet_bag.is_dir():
@@ -214,7 +220,8 @@ def run_packets_into_node(
         try:
             publisher = Background(
                 [str(BIN / "python"), "-m", "test._packet_publisher", str(packet_bag),
-                 PACKETS_TOPIC, "0.5", *([model] if hostile else [])],
+                 PACKETS_TOPIC, "0.5", *([model] if hostile else []),
+                 *(["--stock-transport"] if stock_transport else [])],
                 env, tmp_path / "publisher.log", cwd=Path(__file__).resolve().parents[3],
             )  # fmt: skip
             wait_for_clouds(recorder, len(expected))
@@ -240,6 +247,20 @@ def test_packets_into_the_node_give_the_librarys_sweeps_and_clusters(
     assert f"sensor_model {model!r}" in log, log
     assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
     assert {m.header.frame_id for m in recorder.clouds} == {frame_id}  # the scans' header frame
+    assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z", "time_stamp", "channel"))
+
+
+def test_packets_from_a_driver_with_fast_dds_defaults_reach_the_node(
+    msgs_env, lidar_data_dir, tmp_path
+):
+    """A driver that leaves Fast DDS at its defaults, as nebula launched by itself does: its
+    VLP-32C scans (under the default 512 kB segment) reach the node, which publishes the
+    library's sweeps."""
+    expected, recorder, log, status = run_packets_into_node(
+        "VLP32", msgs_env, lidar_data_dir, tmp_path, hostile=False, stock_transport=True
+    )
+    assert status is None and "Traceback" not in log, log
+    assert len(recorder.clouds) == len(expected), (len(recorder.clouds), sorted(expected), log)
     assert_labelled_sweeps(recorder.clouds, expected, ("x", "y", "z", "time_stamp", "channel"))
 
 
