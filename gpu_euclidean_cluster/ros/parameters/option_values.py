@@ -122,26 +122,25 @@ def stamp_seconds(text: str) -> float:
     return number(text, 0.0, MAX_STAMP_S, "the stamp in seconds since the epoch")
 
 
-def positive_integer(text: str) -> int:
-    """A whole number >= 1."""
+def whole_number(text: str, minimum: int) -> int:
+    """A whole number >= ``minimum``."""
     try:
         value = int(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise ValueError(f"must be a whole number >= 1, got {text}")
+    if value < minimum:
+        raise ValueError(f"must be a whole number >= {minimum}, got {text}")
     return value
+
+
+def positive_integer(text: str) -> int:
+    """A whole number >= 1."""
+    return whole_number(text, 1)
 
 
 def seed(text: str) -> int:
     """A random seed: a whole number >= 0 (NumPy's generators take no negative seed)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise ValueError(f"must be a whole number >= 0, got {text}")
-    return value
+    return whole_number(text, 0)
 
 
 def frame_id_problem(frame: str) -> str | None:
