@@ -102,7 +102,15 @@ setup(
         # nebula's calibration and sensor parameter files (Apache-2.0, LICENSE and NOTICE beside)
         (f"share/{PACKAGE}/config/velodyne", glob("config/velodyne/*")),
     ],
-    install_requires=["numpy>=1.22", "scipy>=1.8", "matplotlib>=3.5", "rosbags>=0.9.16"],
+    # rosbags: its readers' decompressors are wrapped with bounded ones (pointcloud_io/bag_chunks)
+    install_requires=[
+        "numpy>=1.22",
+        "scipy>=1.8",
+        "matplotlib>=3.5",
+        "rosbags>=0.11.9,<0.12",
+        "lz4>=4",
+        "backports.zstd>=1.0; python_version<'3.14'",
+    ],
     extras_require={
         # CuPy wheels are per CUDA major version: cupy-cuda12x for CUDA 12 drivers/toolkits,
         # cupy-cuda13x for CUDA 13. Install the one matching `nvidia-smi` instead of this extra

@@ -35,10 +35,13 @@ header stamp) has no default: it must be given.
 
 Every expected failure (missing path, unknown format, corrupt or truncated bag, missing topic,
 wrong message type) raises :class:`BagError` with a one-line reason. A damaged bag is refused
-before rosbags reads it where its record lengths run past the end of the file
-(:mod:`.bag_records`); whatever rosbags and its storage back ends raise on damaged bytes later
-(their own errors, but also TypeError, OverflowError, AssertionError, MemoryError, ...) becomes
-a BagError naming the bag and the exception.
+before rosbags reads it where its record lengths run past the end of the file, and a
+decompression bomb where a compressed chunk declares more than
+:data:`~.bag_records.MAX_CHUNK_BYTES` (:mod:`.bag_records`); what rosbags decompresses is
+bounded while it is produced (:mod:`.bag_chunks`: a chunk at the size it declares). Whatever
+rosbags and its storage back ends raise on damaged bytes later (their own errors, but also
+TypeError, OverflowError, AssertionError, MemoryError, ...) becomes a BagError naming the bag and
+the exception.
 
 A bag is written under a temporary name beside its destination and renamed into place when it is
 complete: a failed or interrupted run leaves nothing that blocks the next one.
@@ -63,7 +66,8 @@ from rosbags.rosbag2 import WriterError as Ros2WriterError
 from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.store import Typestore
 
-from .bag_records import RecordError, check_records
+from .bag_chunks import bound_decompression, bound_ros1_chunks
+from .bag_records import ChunkError, RecordError, check_records
 from .velodyne.packets import POINT_DTYPE as NEBULA_POINT_DTYPE
 from .velodyne.packets import RETURN_UNKNOWN
 
@@ -205,13 +209,19 @@ class PointCloudBag:
 
     def __enter__(self) -> PointCloudBag:
         try:
-            for file in self._storage_files():
-                check_records(file)
+            chunks = {file: check_records(file) for file in self._storage_files()}
+            bound_decompression()
             reader = AnyReader([self.path], default_typestore=self._cdr_store)
             reader.open()
         except Exception as error:  # rosbags' and its back ends' errors on damaged bytes
             raise self._corrupt(error) from None
         self._reader = reader
+        if self.is_ros1:
+            try:
+                bound_ros1_chunks(reader.readers[0], chunks[self.path])
+            except RecordError as error:
+                self.__exit__()
+                raise self._corrupt(error) from None
         return self
 
     def _storage_files(self) -> list[Path]:
@@ -241,16 +251,6 @@ class PointCloudBag:
             name: BagTopic(name, info.msgtype or "<mixed types>", info.msgcount)
             for name, info in self.reader.topics.items()
         }
-
-    @property
-    def start_ns(self) -> int:
-        """Timestamp of the earliest message (ns)."""
-        return self.reader.start_time
-
-    @property
-    def end_ns(self) -> int:
-        """Timestamp just after the latest message (ns)."""
-        return self.reader.end_time
 
     def select_topics(self, requested: Sequence[str] | None = None) -> list[str]:
         """Validate the topics to read; default: every PointCloud2 topic.
@@ -297,14 +297,15 @@ class PointCloudBag:
         while True:
             try:
                 connection, timestamp, raw = next(iterator)
-                cdr = self._to_cdr(connection, raw)
+                cdr = self.to_cdr(connection, raw)
             except StopIteration:
                 return
             except Exception as error:  # rosbags' and its back ends' errors on damaged bytes
                 raise self._corrupt(error) from None
             yield BagMessage(connection.topic, timestamp, cdr)
 
-    def _to_cdr(self, connection: Connection, raw: bytes | memoryview) -> bytes:
+    def to_cdr(self, connection: Connection, raw: bytes | memoryview) -> bytes:
+        """A stored PointCloud2 message as ROS 2 CDR bytes."""
         if self.is_ros1:
             # Byte-level conversion; the ROS 2 Header definition makes it skip header.seq.
             return bytes(self._cdr_store.ros1_to_cdr(raw, connection.msgtype))
@@ -313,8 +314,11 @@ class PointCloudBag:
 
 def corrupt_bag(path: Path, error: BaseException) -> BagError:
     """The one-line BagError for what reading ``path`` raised: the record check's reason, or the
-    exception's type and message (a bare TypeError or MemoryError says little on its own)."""
+    exception's type and message (a bare TypeError or MemoryError says little on its own); a
+    chunk over its budget is a refusal, not damage."""
     message = " ".join(str(error).split())
+    if isinstance(error, ChunkError):
+        return BagError(f"refused bag {path}: {message}")
     # the record check's and the readers' own errors say what is wrong in their message
     says_why = isinstance(error, (RecordError, BagError)) or type(error).__name__.endswith(
         "ReaderError"

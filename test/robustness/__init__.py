@@ -15,6 +15,9 @@ Modules:
 - :mod:`.attack`: the hostile-input suite (files, bags, options, start-up inputs, launch files).
 - :mod:`.packet_attack`: its Velodyne cases: the packet input's start-up inputs, and the driver
   that feeds the node hostile ``VelodyneScan`` messages.
+- :mod:`.bag_attack`: its bags of the third round: decompression bombs, bags whose time range or
+  message types lie, and valid compressed bags of every kind (also used by the replay and bag
+  tests).
 
 They import the benchmarks' records and helpers (``benchmarks/``); the benchmarks never import
 them.

@@ -15,7 +15,13 @@ Groups (:func:`build_cases`):
   expand to, a 1 TiB sparse ``.bin``, a truncated ``.bin``, garbage named ``.pcd``);
 - ``bags``: ``replay`` on a valid bag and damaged ones (an 8-byte MCAP, an MCAP record length of
   2^63 - 1, a ROS 1 header length of 0xFFFFFFFF, 8 random bytes written over a valid bag of each
-  storage, in its first or last 2 kB, where headers and indexes are, or anywhere);
+  storage, in its first or last 2 kB, where headers and indexes are, or anywhere); and the
+  third round's (:mod:`.bag_attack`), under an address-space limit of :data:`ADDRESS_SPACE_LIMIT`:
+  decompression bombs (ROS 1 bz2 and lz4 chunks, MCAP zstd chunks, a zstd-compressed message,
+  expanding to GBs from kBs and declaring the truth or less, MCAP chunks overlapping in time)
+  refused with the chunk and the bound, valid compressed bags of every kind played, bags whose
+  ``metadata.yaml`` range or stamps lie played from their messages (a skipped message noted, a
+  long wait announced), a topic whose bytes are another type refused;
 - ``options``: the option values the attack sent to ``replay`` and ``make-bag`` (rates, times,
   topic names, remaps, a history depth), a valid ``make-bag``, one stopped by Ctrl-C and its
   re-run to the same name;
@@ -66,6 +72,7 @@ import numpy as np
 
 from benchmarks.environment import private_domain_id
 
+from .bag_attack import HostileBag, hostile_bags
 from .harness import TRACEBACK
 from .packet_attack import packet_cases, start_up_cases
 
@@ -231,6 +238,21 @@ def _replayed(expected: int) -> Check:
     def check(run: CaseRun) -> str | None:
         wanted = f"replay done: {expected} frames"
         return None if wanted in run.output else f"not '{wanted}': {_last_line(run.output)}"
+
+    return check
+
+
+def _played(bag: HostileBag) -> Check:
+    """A valid bag of :func:`.bag_attack.hostile_bags` played its frames, with its note."""
+
+    def check(run: CaseRun) -> str | None:
+        ended = "replay stopped by user" if bag.stop_at else "replay done"
+        wanted = f"{ended}: {bag.frames} frames"
+        if wanted not in run.output:
+            return f"not '{wanted}': {_last_line(run.output)}"
+        if bag.note not in run.output:
+            return f"no note '{bag.note}'"
+        return None
 
     return check
 
@@ -476,7 +498,32 @@ def _bag_cases(
                     refusal="",
                 )
             )
+    cases += hostile_bag_cases(folder, small, replay, remap)
     return cases
+
+
+def hostile_bag_cases(
+    folder: Path, frame: np.ndarray, replay: list[str], options: list[str]
+) -> list[AttackCase]:
+    """The ``replay`` cases of :func:`.bag_attack.hostile_bags` (written into ``folder`` from
+    ``frame``): ``replay`` (its command line) with ``options``, under
+    :data:`ADDRESS_SPACE_LIMIT`."""
+    return [
+        AttackCase(
+            name=f"replay {bag.name}",
+            group="bags",
+            what=bag.what,
+            command=(*replay, str(bag.path), *options),
+            valid=bag.valid,
+            statuses=(OK,) if bag.valid else (REFUSED,),
+            inputs=bag.inputs,
+            check=_played(bag) if bag.valid else None,
+            refusal=bag.refusal,
+            stop_when=(lambda output, text=bag.stop_at: text in output) if bag.stop_at else None,
+            address_space=ADDRESS_SPACE_LIMIT,
+        )
+        for bag in hostile_bags(folder, frame)
+    ]
 
 
 def _option_cases(folder: Path, frame: np.ndarray, namespace: str) -> list[AttackCase]:

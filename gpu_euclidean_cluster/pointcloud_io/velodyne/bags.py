@@ -97,20 +97,23 @@ def _storage_files(path: Path) -> list[Path]:
 def read_velodyne_scans(
     path: str | Path, topics: Sequence[str] | None = None
 ) -> Iterator[VelodyneScanMessage]:
-    """Yield the ``VelodyneScan`` messages of a ROS 2 bag directory in record order.
+    """Yield the ``VelodyneScan`` messages of a ROS 2 bag directory in record order; compressed
+    chunks and messages are expanded within the bounds of
+    :mod:`~gpu_euclidean_cluster.pointcloud_io.bag_chunks`.
 
     Args:
         path: the bag directory (with ``metadata.yaml``).
         topics: topics to read; default every ``VelodyneScan`` topic.
 
     Raises:
-        VelodyneBagError: not a bag, a requested topic missing or of another type, or a corrupt
+        VelodyneBagError: not a bag, a requested topic missing or of another type, a corrupt
             bag (record lengths past the end of its MCAP files, or whatever rosbags raises on
-            damaged bytes).
+            damaged bytes), or a chunk over its budget.
     """
     from rosbags.rosbag2 import Reader
 
-    from ..bag_records import check_records
+    from ..bag_chunks import bound_decompression
+    from ..bag_records import ChunkError, check_records
 
     path = Path(path)
     if not (path / "metadata.yaml").is_file():
@@ -125,6 +128,7 @@ def read_velodyne_scans(
         try:
             for file in sorted(source.glob("*.mcap")) if source.is_dir() else [source]:
                 check_records(file)
+            bound_decompression()
             with Reader(source) as reader:
                 present = {c.topic: c.msgtype for c in reader.connections}
                 if topics is None:
@@ -143,6 +147,8 @@ def read_velodyne_scans(
                     yield _scan(connection.topic, timestamp, message)
         except VelodyneBagError:
             raise
+        except ChunkError as error:  # a chunk over its budget (bag_records, bag_chunks)
+            raise VelodyneBagError(f"refused bag {path}: {error}") from None
         except Exception as error:  # rosbags' and its back ends' errors on damaged bytes
             reason = " ".join(str(error).split()) or type(error).__name__
             raise VelodyneBagError(f"corrupt or unreadable bag {path}: {reason}") from None

@@ -6,12 +6,14 @@ ROS 2 bag directory (real Autoware bags leave ``serialization_format`` empty in 
 and others have wrong counts or missing entries), each storage file of the directory (``*.db3``,
 ``*.mcap``) is opened on its own instead, as a single-file bag, and their messages are merged in
 time order; a one-line note says so. When those fail as well, the directory's own error stands.
+What a bag claims about its time range is not read here: :meth:`BagFiles.first_message` reads
+the messages themselves (for :mod:`.bag_checks`).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 
 from rosbags.interfaces import Connection
@@ -96,16 +98,6 @@ class BagFiles:
                 merged[name] = BagTopic(name, seen.msgtype if seen else topic.msgtype, count)
         return merged
 
-    @property
-    def start_ns(self) -> int:
-        """Timestamp of the earliest message (ns)."""
-        return min(part.start_ns for part in self.parts)
-
-    @property
-    def end_ns(self) -> int:
-        """Timestamp just after the latest message (ns)."""
-        return max(part.end_ns for part in self.parts)
-
     def messages(
         self, topics: Sequence[str], start_ns: int | None = None, stop_ns: int | None = None
     ) -> Iterator[BagMessage]:
@@ -116,7 +108,7 @@ class BagFiles:
 
     def raw_messages(
         self, topics: Sequence[str], start_ns: int | None = None, stop_ns: int | None = None
-    ) -> Iterator[RawMessage]:
+    ) -> Generator[RawMessage, None, None]:
         """Messages of ``topics`` in time order, as stored (ROS 1 or CDR bytes), any type.
 
         Raises:
@@ -127,9 +119,30 @@ class BagFiles:
             return streams[0]
         return heapq.merge(*streams, key=lambda message: message[2])
 
+    def first_message(
+        self,
+        topics: Sequence[str] | None = None,
+        start_ns: int | None = None,
+        stop_ns: int | None = None,
+    ) -> RawMessage | None:
+        """The first message (in time order) of ``topics`` (default: every topic of the bag)
+        with bag time in ``[start_ns, stop_ns)``, read from the messages themselves, not from
+        what the metadata or an index claims; None: there is none.
+
+        Raises:
+            BagError: the bag turns out corrupt or truncated while reading.
+        """
+        stream = self.raw_messages(
+            list(self.topics) if topics is None else topics, start_ns, stop_ns
+        )
+        try:
+            return next(stream, None)
+        finally:
+            stream.close()
+
     def _raw(
         self, part: PointCloudBag, topics: Sequence[str], start_ns: int | None, stop_ns: int | None
-    ) -> Iterator[RawMessage]:
+    ) -> Generator[RawMessage, None, None]:
         wanted = set(topics)
         connections = [c for c in part.reader.connections if c.topic in wanted]
         if not connections:

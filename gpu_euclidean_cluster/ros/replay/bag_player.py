@@ -8,7 +8,9 @@ byte level (``header.seq`` dropped) by
 their recorded messages, each at its bag time, and/or the PointCloud2 sweeps decoded from them, a
 sweep at the bag time of the packet message that completed it; all merged in time order with the
 PointCloud2 messages. A bag whose ``metadata.yaml`` rosbags refuses is read through its storage
-files (:mod:`.bag_files`).
+files (:mod:`.bag_files`). Before anything is published, the bag's messages (not its claims) say
+where the schedule starts, which messages are skipped, and whether each topic holds the type it
+declares (:mod:`.bag_checks`).
 
 Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
 timestamp, or at ``wall_start + i / rate_hz`` with a fixed rate (``--rate-hz``; a one-message
@@ -16,7 +18,9 @@ segment played more than once uses :data:`ONE_INSTANT_HZ`); a decoded sweep coun
 of its own there, unless the packet message that completed it is published too: then it goes out
 right after that message, in its slot. The lag is how late the publish call returns after the
 target. ``/clock`` (optional) carries the bag time of the playback clock, for nodes with
-``use_sim_time``.
+``use_sim_time``. A wait of more than :data:`LONG_WAIT_NOTE_S` for the next message (a gap in
+the bag's stamps, or a slow ``--rate``) is announced with a note, so that a player that waits is
+never silent.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ...pointcloud_io.bags import POINTCLOUD2, BagError, BagMessage
 from ...pointcloud_io.velodyne.bags import VELODYNE_SCAN
 from ...tools.progress import ProgressBar
 from ..qos import reliability_policy
+from .bag_checks import check_declared_types, negative_stamp_notes, plan_segment, spans_instant
 from .bag_files import BagFiles
 from .packet_player import (
     PacketMessage,
@@ -67,6 +72,8 @@ ONE_INSTANT_HZ = 10.0
 #: Longest single wait: a slow rate can put the next message years away, beyond what a wait
 #: call accepts (``threading.TIMEOUT_MAX``); the player waits in slices.
 MAX_WAIT_S = 1.0
+#: A wait for the next message longer than this (seconds) is announced with a note.
+LONG_WAIT_NOTE_S = 60.0
 
 
 #: One message of a pass: a PointCloud2 of the bag, a packet message as recorded, a decoded sweep.
@@ -111,7 +118,12 @@ def select_topics(bag: BagFiles, requested: tuple[str, ...]) -> tuple[list[str],
 class BagPlayer:
     """Publishes the PointCloud2 messages of an open bag, and its Velodyne packet topics as
     ``options.packets`` says, through ``node`` on a timed schedule; ``note`` takes the one-line
-    notes of the messages it does not decode."""
+    notes of the messages it does not decode and of long waits.
+
+    Raises:
+        BagError: a topic refused (absent, of another type, its first message not of its
+            declared type), ``--start`` past the end, bad packet settings, bad remaps.
+    """
 
     def __init__(
         self, node: Node, bag: BagFiles, options: ReplayOptions, note: Callable[[str], None] = print
@@ -119,9 +131,11 @@ class BagPlayer:
         self.node = node
         self.bag = bag
         self.options = options
+        self.note = note
         self.cloud_topics, self.packet_topics = select_topics(bag, options.topics)
         #: every topic played, as in the bag: PointCloud2 first, then the packet topics
         self.topics = [*self.cloud_topics, *self.packet_topics]
+        check_declared_types(bag, self.cloud_topics, self.packet_topics)
         self.plan: PacketPlan | None = None
         self.packets: PacketStream | None = None
         if self.packet_topics:
@@ -138,25 +152,17 @@ class BagPlayer:
                 ) from None
         #: output name and message type of each publisher, in the order of the start-up line
         self.outputs = self._outputs()
-        self.start_ns = bag.start_ns + round(options.start_s * NS_PER_S)
-        if self.start_ns >= bag.end_ns:
-            length = (bag.end_ns - bag.start_ns) / NS_PER_S
-            raise BagError(
-                f"--start {options.start_s} s is past the end of the bag ({length:.3f} s long)"
-            )
-        self.stop_ns = (
-            None
-            if options.duration_s is None
-            else self.start_ns + round(options.duration_s * NS_PER_S)
-        )
-        span_ns = (bag.end_ns if self.stop_ns is None else min(self.stop_ns, bag.end_ns)) - (
-            self.start_ns
-        )
+        #: the notes on the messages skipped (stamped before bag time 0)
+        self.skipped = negative_stamp_notes(bag, self.topics)
+        segment = plan_segment(bag, self.topics, options.start_s, options.duration_s)
+        self.start_ns, self.stop_ns = segment.start_ns, segment.stop_ns
         #: seconds between messages on a fixed schedule; None: the recorded timing
         self.interval_s: float | None = None
         if options.rate_hz is not None:
             self.interval_s = 1.0 / options.rate_hz
-        elif (options.loop or options.repeat > 1) and span_ns < MIN_LOOP_SPAN_NS:
+        elif (options.loop or options.repeat > 1) and spans_instant(
+            bag, self.topics, segment, MIN_LOOP_SPAN_NS
+        ):
             self.interval_s = 1.0 / ONE_INSTANT_HZ
         qos = QoSProfile(
             history=QoSHistoryPolicy.KEEP_LAST,
@@ -262,8 +268,9 @@ class BagPlayer:
         return f"{1.0 / self.interval_s:g} Hz{given}, {passes}"
 
     def notes(self) -> tuple[str, ...]:
-        """The one-line notes on how packet topics play, where the default could not be kept."""
-        return () if self.plan is None else self.plan.notes
+        """The one-line notes on how packet topics play, where the default could not be kept,
+        and on the messages skipped."""
+        return (*(() if self.plan is None else self.plan.notes), *self.skipped)
 
     def play(self, stop: threading.Event, stream: TextIO = sys.stderr) -> ReplayStats:
         """Replay (``repeat`` passes, or until ``stop`` with ``loop``); return the statistics."""
@@ -288,6 +295,7 @@ class BagPlayer:
                     if not self._rides_along(message):
                         slots += 1
                     target = self._wall_start + self._offset_s(message, slots - 1)
+                    self._note_long_wait(message, target)
                     if not self._sleep_until(target, stop):
                         break
                     self._publish(message)
@@ -317,6 +325,16 @@ class BagPlayer:
             progress.show(self._done_this_pass(stats, total), stats.status(lag), force=True)
             progress.close()
         return stats
+
+    def _note_long_wait(self, message: Message, target: float) -> None:
+        """A note when ``message`` is due more than :data:`LONG_WAIT_NOTE_S` from now."""
+        wait_s = target - time.monotonic()
+        if wait_s > LONG_WAIT_NOTE_S:
+            self.note(
+                f"note: the next message ({message.topic}, bag time {message.timestamp_ns} ns) is "
+                f"due in {wait_s:.0f} s at rate {self.options.rate:g}: a gap in the bag's stamps; "
+                "waiting (Ctrl-C stops)"
+            )
 
     def _rides_along(self, message: Message) -> bool:
         """A decoded sweep whose completing packet message is published too: it goes out right
