@@ -25,6 +25,9 @@ Per backend and case, two measurements of the same work:
   time. The stage run's labels, table and boxes are checked equal to the end-to-end run's
   (``same``).
 
+On a GPU backend, one more end-to-end call runs under CUPTI (:mod:`.gpu_activity`): its kernel
+and graph launches, the kernels and copies that ran and the host's synchronisations, per frame.
+
 Prints one table and writes ``ai_pipeline.json`` into ``--output``.
 """
 
@@ -53,6 +56,7 @@ from gpu_euclidean_cluster.pointcloud_io.pointcloud2 import RawCloud, from_struc
 
 from .cases import data_dir
 from .errors import BenchError
+from .gpu_activity import ACTIVITY_HEADER, ActivityUnavailable, count_activity
 from .stats import median, p99
 
 #: The stage split's stages, in pipeline order.
@@ -257,6 +261,11 @@ def run_case(
         times, (labels, table, boxes) = split.run(cloud)
         for stage in STAGES:
             per_stage[stage].append(times[stage])
+    activity = (
+        ActivityUnavailable("the CPU backend")
+        if backend_name == "cpu"
+        else count_activity(process, calls=1)
+    )
     expected = output.result.labels
     expected = expected.get() if hasattr(expected, "get") else expected
     same = (
@@ -278,6 +287,8 @@ def run_case(
             for stage, values in per_stage.items()
         },
         "same": bool(same),
+        "activity": activity.as_dict(),
+        "activity_cells": activity.cells(),
     }
 
 
@@ -288,7 +299,7 @@ def format_row(row: dict[str, Any]) -> str:
     for stage in STAGES:
         t = row["stages_ms"][stage]
         cells.append(f"{t['median']:6.2f}/{t['p99']:6.2f}")
-    cells += [f"{row['clusters']:5d}", "yes" if row["same"] else "NO"]
+    cells += [f"{row['clusters']:5d}", "yes" if row["same"] else "NO", row["activity_cells"]]
     return " | ".join(cells)
 
 
@@ -301,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
     header = " | ".join(
         ["back", f"{'case':15s}", "end-to-end med/p99"]
         + [f"{s:>13s}" for s in STAGES]
-        + ["clust", "same"]
+        + ["clust", "same", ACTIVITY_HEADER]
     )
     print(f"{frame.name}: {cloud.num_points} points; milliseconds, median and p99", flush=True)
     print(header, flush=True)

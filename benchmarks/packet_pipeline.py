@@ -15,7 +15,9 @@ paths: ``cpu`` (the CPU backend), ``cuda`` (the node's path on the CUDA backend)
 ``cuda-host-cut``, the CUDA path before sweeps stayed on the device (GPU decoding, the sweep
 brought back and cut on the host, its payload copied up again by the frame codec), kept here as
 the baseline the GPU cutting is measured against. The CUDA rows are skipped with a message
-without CuPy.
+without CuPy. Each CUDA row also counts, in one more pass of the bag under CUPTI
+(:mod:`.gpu_activity`), the host's kernel and graph launches, the kernels and copies that ran
+and the host's synchronisations, per sweep.
 
     python -m benchmarks.packet_pipeline --output packet_pipeline.json   # from the repo root
 """
@@ -29,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +48,7 @@ from gpu_euclidean_cluster.pointcloud_io.velodyne import (
 )
 from gpu_euclidean_cluster.pointcloud_io.velodyne.cdr import scan_from_cdr, scan_to_cdr
 
+from .gpu_activity import ACTIVITY_HEADER, ActivityUnavailable, GpuActivity, count_activity
 from .stats import median, p99
 from .velodyne_decode import BAGS, nebula_dir
 
@@ -52,7 +56,8 @@ from .velodyne_decode import BAGS, nebula_dir
 @dataclass
 class StageRow:
     """One bag on one path (``backend``: a :data:`PATHS` name): per sweep-completing message,
-    each stage's median and p99 (ms)."""
+    each stage's median and p99 (ms); ``activity``: the path's GPU activity per sweep
+    (:meth:`.gpu_activity.GpuActivity.as_dict`, or why it was not counted)."""
 
     bag: str
     backend: str
@@ -67,6 +72,7 @@ class StageRow:
     frame_p99_ms: float
     total_median_ms: float
     total_p99_ms: float
+    activity: dict[str, Any]
 
 
 #: The stages timed, in order.
@@ -101,14 +107,27 @@ def measure(bag: str, path: str, data: Path, repeats: int) -> StageRow:
     backend = make_backend(PATHS[path])
     pipeline = FramePipeline(backend, copy_output=False)
     config, window = ClusterConfig(d_th=0.5), FrameWindow()
+    calibration_file = data / "calibration" / calibration
+
+    def sweeps_of_bag() -> Callable[[VelodyneScanMessage], list[SweepCloud]]:
+        if path == "cuda-host-cut":
+            return host_cut_sweeps(calibration_file, settings, backend)
+        return PacketSweeps(calibration_file, settings, backend).feed_scan
+
+    def one_pass() -> int:
+        """The bag once, untimed: the sweeps it completes."""
+        feed_scan, completed = sweeps_of_bag(), 0
+        for cdr in messages:
+            for sweep in feed_scan(scan_from_cdr(cdr)):
+                pipeline.process(sweep.cloud, config, window)
+                completed += 1
+        backend.synchronize()
+        return completed
+
     stages: dict[str, list[float]] = {"parse": [], "decode": [], "frame": [], "total": []}
     sizes = []
     for rep in range(repeats + 1):  # the first pass warms up (kernels, memory pool)
-        calibration_file = data / "calibration" / calibration
-        if path == "cuda-host-cut":
-            feed_scan = host_cut_sweeps(calibration_file, settings, backend)
-        else:
-            feed_scan = PacketSweeps(calibration_file, settings, backend).feed_scan
+        feed_scan = sweeps_of_bag()
         for cdr in messages:
             start = time.perf_counter()
             scan = scan_from_cdr(cdr)
@@ -127,17 +146,22 @@ def measure(bag: str, path: str, data: Path, repeats: int) -> StageRow:
                     ("total", finished - start),
                 ):
                     stages[name].append(value * 1e3)  # fmt: skip
+    sweeps = len(stages["total"]) // max(repeats, 1)
+    activity: GpuActivity | ActivityUnavailable = ActivityUnavailable("the CPU backend")
+    if PATHS[path] == "cuda":
+        activity = count_activity(one_pass, calls=sweeps)
     return StageRow(
         bag=bag,
         backend=path,
         device=backend.device,
-        sweeps=len(stages["total"]) // max(repeats, 1),
+        sweeps=sweeps,
         points_per_sweep=int(np.median(sizes)) if sizes else 0,
         **{
             f"{n}_{k}_ms": f(stages[n])
             for n in stages
             for k, f in (("median", median), ("p99", p99))
         },
+        activity=activity.as_dict(),
     )
 
 
@@ -155,14 +179,20 @@ def main(argv: list[str] | None = None) -> int:
     if len(paths) == 1:
         print("CUDA rows skipped: CuPy finds no CUDA device", file=sys.stderr)
     rows = [measure(bag, p, data, args.repeats) for bag in args.bags.split(",") for p in paths]
-    print(f"{'bag':8} {'path':14} {'points':7} " + " ".join(f"{s:15}" for s in STAGES))
+    stage_header = " ".join(f"{s:15}" for s in STAGES)
+    print(f"{'bag':8} {'path':14} {'points':7} {stage_header} {ACTIVITY_HEADER}")
     for r in rows:
         cells = [
             f"{getattr(r, f'{stage}_median_ms'):7.3f}/{getattr(r, f'{stage}_p99_ms'):7.3f}"
             for stage in STAGES
         ]
-        print(f"{r.bag:8} {r.backend:14} {r.points_per_sweep:7d} " + " ".join(cells))
-    print("(median/p99 ms per sweep-completing message)")
+        counts = r.activity
+        activity = "-" if "unavailable" in counts else GpuActivity(**counts).cells()
+        print(f"{r.bag:8} {r.backend:14} {r.points_per_sweep:7d} " + " ".join(cells), activity)
+    print("(median/p99 ms per sweep-completing message; GPU activity per sweep, CUPTI)")
+    for r in rows:
+        if "unavailable" in r.activity and PATHS[r.backend] == "cuda":
+            print(f"{r.bag} {r.backend}: activity not counted: {r.activity['unavailable']}")
     if args.output:
         args.output.write_text(json.dumps([asdict(r) for r in rows], indent=1))
     return 0
