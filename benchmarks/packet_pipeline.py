@@ -173,10 +173,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="data folder holding nebula/")
     parser.add_argument("--repeats", type=int, default=20, help="timed passes of each bag")
     parser.add_argument("--bags", default="vls128,vlp32,vlp16", help="comma-separated bag folders")
+    parser.add_argument(
+        "--paths", default=",".join(PATHS), help=f"comma-separated paths of {', '.join(PATHS)}"
+    )
     args = parser.parse_args(argv)
     data = nebula_dir(args.data)
-    paths = list(PATHS) if cuda_available() else ["cpu"]
-    if len(paths) == 1:
+    paths = [p for p in args.paths.split(",") if p]
+    if unknown := [p for p in paths if p not in PATHS]:
+        parser.error(f"unknown path {unknown[0]!r}: choose from {', '.join(PATHS)}")
+    if not cuda_available() and any(PATHS[p] == "cuda" for p in paths):
+        paths = [p for p in paths if PATHS[p] != "cuda"]
         print("CUDA rows skipped: CuPy finds no CUDA device", file=sys.stderr)
     rows = [measure(bag, p, data, args.repeats) for bag in args.bags.split(",") for p in paths]
     stage_header = " ".join(f"{s:15}" for s in STAGES)
