@@ -98,7 +98,10 @@ setup(
         (f"lib/{PACKAGE}", [f"libexec/{name}" for name in ROS_EXECUTABLES]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py") + glob("launch/*.launch.xml")),
-        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
+        (
+            f"share/{PACKAGE}/config",
+            glob("config/*.yaml") + glob("config/*.xml") + glob("config/*.json"),
+        ),
         # nebula's calibration and sensor parameter files (Apache-2.0, LICENSE and NOTICE beside)
         (f"share/{PACKAGE}/config/velodyne", glob("config/velodyne/*")),
     ],
