@@ -21,6 +21,14 @@ the float32 arithmetic itself (:func:`clique_geometry`), which covers subnormal 
 thresholds. It needs O(N) memory and O(N log N) time whatever the coordinates: ``auto`` runs
 ``union_find`` on every CPU cloud. ``search="exhaustive"`` compares all pairs ``j > i`` in
 chunks and folds them into the same label array (O(N) memory, O(N²) time).
+
+Both searches run over the cloud's *distinct positions* (:func:`distinct_positions`): for any
+``T > 0`` two value-equal finite points are neighbours (``S = 0 < T``) with the same neighbours,
+so copies of a position are one connected set and the partition of the positions, spread back
+to every copy, is the partition of the points. A cell pair then costs at most one distance
+test per pair of its distinct positions. Searched copy by copy, the sweep of a VLP-32C that does
+not turn (461 000 points at 415 places) cost 1.7e9 tests, up to |A| x |B| for each pair of
+neighbouring cells that holds no neighbour pair.
 """
 
 from __future__ import annotations
@@ -274,6 +282,50 @@ def union_find_components(points: np.ndarray, d_th: float, search: str = "range"
         thr = threshold_sq(d_th)
     if n < 2 or not thr > 0:  # no pair can satisfy S < T when T <= 0 (or NaN)
         return np.arange(n, dtype=np.int32)
+    first, position = distinct_positions(points)
+    if len(first) == n:
+        return _distinct_components(points, thr, search)
+    return _distinct_components(points[first], thr, search)[position]
+
+
+def distinct_positions(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One point of each distinct position of float32 (N, 3) ``points``, and each point's
+    position.
+
+    Value-equal points share a position (``-0.0`` and ``+0.0`` alike: adding ``+0.0`` turns
+    ``-0.0`` into ``+0.0`` before the bit patterns are compared); a point with a NaN or infinite
+    coordinate is a position of its own, as it is nobody's neighbour, not even its copy's. Two
+    sorts of 64-bit keys: the (x, y) bits, then their rank with the z bits.
+
+    Returns:
+        ``(first, position)``: int64 (k,) one index of each position, and int64 (N,) the
+        position of every point, so that ``points[first][position]`` equals ``points``.
+    """
+    bits = (points + np.float32(0.0)).view(np.uint32).astype(np.uint64)
+    xy = (bits[:, 0] << np.uint64(32)) | bits[:, 1]
+    by_xy = np.argsort(xy)
+    xy_rank = np.empty(len(points), dtype=np.uint64)
+    xy_rank[by_xy] = np.cumsum(_run_starts(xy[by_xy])) - 1
+    key = (xy_rank << np.uint64(32)) | bits[:, 2]
+    order = np.argsort(key)
+    starts = _run_starts(key[order])
+    if not np.isfinite(points).all():
+        starts |= ~np.isfinite(points[order]).all(axis=1)
+    position = np.empty(len(points), dtype=np.int64)
+    position[order] = np.cumsum(starts) - 1
+    return order[starts], position
+
+
+def _run_starts(ordered: np.ndarray) -> np.ndarray:
+    """bool: where a value of the sorted (N >= 1) ``ordered`` differs from the one before."""
+    starts = np.empty(len(ordered), dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    return starts
+
+
+def _distinct_components(points: np.ndarray, thr: np.float32, search: str) -> np.ndarray:
+    """:func:`union_find_components` of float32 (N, 3) ``points`` (N >= 1) for ``T > 0``."""
     if search == "exhaustive":
         return _link_exhaustive(points, thr)
     side = clique_cell_side(thr)
