@@ -31,7 +31,17 @@ FORMAT_VERSION = 1
 #: Most sensors a kit, and most crop boxes a sensor, may hold.
 MAX_SENSORS = 32
 MAX_CROP_BOXES = 16
-TOP_KEYS = ("version", "name", "base_frame", "poses", "crop_boxes", "sensors")
+TOP_KEYS = ("version", "name", "base_frame", "poses", "crop_boxes", "sensors", "concatenation")
+#: Autoware's ``concatenate_and_time_sync_node`` parameters a kit's ``concatenation`` may give
+#: (``inputs``: the sensors by name, in ``input_topics``' place and order).
+CONCATENATION_KEYS = (
+    "inputs",
+    "timeout_sec",
+    "matching_strategy",
+    "publish_previous_but_late_pointcloud",
+    "rosbag_length",
+    "is_motion_compensated",
+)
 SENSOR_KEYS = ("name", "frame", "input", "crop_boxes", "description")
 #: nebula's decoder settings a ``packets`` input may give (``DecoderSettings`` fields).
 DECODER_KEYS = (
@@ -85,10 +95,31 @@ def parse_sensor_kit(document: object, folder: Path, source: Path | None = None)
     for what in ("name", "frame"):
         _unique([getattr(s, what) for s in sensors], f"sensor {what}", problems)
     _unique([s.input.topic for s in sensors], "sensor topic", problems)
+    # the inputs are checked against the sensors once every sensor read (no second line)
+    complete = sensors if len(sensors) == len(listed) else None
+    concatenation = _concatenation(top.get("concatenation", {}), complete, problems)
     if problems:
         prefix = f"{source}: " if source else ""
         raise SensorKitError([prefix + line for line in problems])
-    return m.SensorKit(FORMAT_VERSION, name, base_frame, poses, tuple(sensors), source)
+    return m.SensorKit(
+        FORMAT_VERSION, name, base_frame, poses, tuple(sensors), source, concatenation
+    )
+
+
+def _concatenation(
+    value: object, sensors: list[m.Sensor] | None, problems: Problems
+) -> tuple[tuple[str, object], ...]:
+    """The ``concatenation`` block's pairs; ``inputs`` must name each of ``sensors`` once (None:
+    a sensor was wrong, already reported). The values themselves are checked where they are
+    used (``frame/time_sync.py``)."""
+    given = mapping(value, "concatenation", problems, CONCATENATION_KEYS) or {}
+    inputs = given.get("inputs")
+    names = sorted(s.name for s in sensors or ())
+    if sensors is None or inputs is None:
+        return tuple(given.items())
+    if not isinstance(inputs, list) or sorted(map(str, inputs)) != names:
+        problems.add("concatenation.inputs", f"must list each sensor once: {', '.join(names)}")
+    return tuple(given.items())
 
 
 def _unique(values: list[str], what: str, problems: Problems) -> None:

@@ -122,6 +122,11 @@ class SensorKit:
         poses: where the poses come from.
         sensors: the LiDARs, in the kit's order.
         source: the file it was loaded from, or None.
+        concatenation: how the sensors' sweeps are joined: Autoware's
+            ``concatenate_and_time_sync_node`` parameters as the kit gives them, ``inputs``
+            (sensor names) in place of ``input_topics``, as ``(name, value)`` pairs (checked by
+            the frame layer, ``frame/time_sync.py``); empty: Autoware's defaults for these
+            sensors.
     """
 
     version: int
@@ -130,6 +135,7 @@ class SensorKit:
     poses: PoseSource
     sensors: tuple[Sensor, ...]
     source: Path | None = None
+    concatenation: tuple[tuple[str, object], ...] = ()
 
     def sensor(self, name: str) -> Sensor:
         """The sensor called ``name`` (KeyError naming the known ones)."""
