@@ -34,6 +34,7 @@ from .latest_slot import FrameIntake, ReceivedFrame
 from .outputs import NodeOutputs
 from .packet_input import packet_sweeps, subscribe_packets
 from .process import run_node
+from .vehicle_input import subscribe_vehicle, vehicle_sweeps
 
 NODE_NAME = "euclidean_cluster_node"
 #: Depth of the (reliable) output publishers.
@@ -67,15 +68,18 @@ class EuclideanClusterNode(Node):
         self._frames = FrameService(values["backend"], values["device_id"], self._stats, warn)
         backend = self._frames.backend
         sweeps = packet_sweeps(values, backend)  # bad settings: before the warm-up
+        vehicle = vehicle_sweeps(values, backend)
         self._frames.warm_up(self.settings)
         gc.freeze()  # start-up's objects out of the collector's way: frames walk only their own
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._outputs = NodeOutputs(self, OUTPUT_QOS_DEPTH)  # logs which outputs it publishes
         message, put = self._intake.message, self._intake.put
         inputs = [self.create_subscription(PointCloud2, "input/points", message, qos, raw=True)]
+        rejected = self._frames.reject  # by the kind of the refusal
         if sweeps is not None:
-            rejected = self._frames.reject  # by the kind of the refusal
             inputs.append(subscribe_packets(self, sweeps, qos, put, rejected, time.monotonic))
+        if vehicle is not None:
+            inputs += subscribe_vehicle(self, vehicle, qos, put, rejected, time.monotonic)
         self._reports = NodeDiagnostics(self, self._stats, backend, inputs, DIAGNOSTICS_PERIOD_S)
         changed = [f"{s.name} {v!r}" for s in PARAMETERS if (v := values[s.name]) != s.default]
         but = f"the defaults but {', '.join(changed)}" if changed else "the default parameters"

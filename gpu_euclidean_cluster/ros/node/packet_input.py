@@ -85,14 +85,7 @@ def subscribe_packets(
     Raises:
         ConfigError: ``velodyne_msgs`` is not installed.
     """
-    try:
-        from velodyne_msgs.msg import VelodyneScan
-    except ImportError as error:
-        raise ConfigError(
-            f"sensor_model {sweeps.settings.model} needs the velodyne_msgs package ({error}): "
-            "install a ROS 2 distribution's ros-<distro>-velodyne-msgs, or "
-            + BUILD_MESSAGE_PACKAGES
-        ) from None
+    scan_type = velodyne_scan_type(sweeps.settings.model)
 
     def receive(cdr: bytes) -> None:
         received = clock()
@@ -111,4 +104,21 @@ def subscribe_packets(
         for sweep in completed:
             on_sweep(sweep, received)
 
-    return node.create_subscription(VelodyneScan, PACKETS_TOPIC, receive, qos, raw=True)
+    return node.create_subscription(scan_type, PACKETS_TOPIC, receive, qos, raw=True)
+
+
+def velodyne_scan_type(model: str) -> type:
+    """``velodyne_msgs/msg/VelodyneScan``, the message of sensor ``model``'s packets.
+
+    Raises:
+        ConfigError: ``velodyne_msgs`` is not installed (the line says how to build it).
+    """
+    try:
+        from velodyne_msgs.msg import VelodyneScan
+    except ImportError as error:
+        raise ConfigError(
+            f"sensor_model {model} needs the velodyne_msgs package ({error}): "
+            "install a ROS 2 distribution's ros-<distro>-velodyne-msgs, or "
+            + BUILD_MESSAGE_PACKAGES
+        ) from None
+    return VelodyneScan

@@ -590,6 +590,23 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         read_only=True,
         choices=AZIMUTH_TIMINGS,
     ),
+    ParameterSpec(
+        "sensor_kit",
+        "",
+        "A vehicle's LiDARs in one file (docs/sensor_kit.md; sample_sensor_kit: Autoware's sample "
+        "kit, shipped): each sensor's topic subscribed and decoded with its own settings, brought "
+        "into the kit's base frame through its crop boxes, joined as Autoware's "
+        "concatenate_and_time_sync_node joins them, then clustered; empty: one sensor on "
+        "input/points and input/packets. Excludes sensor_model.",
+        read_only=True,
+    ),
+    ParameterSpec(
+        "ring_outlier_filter",
+        False,
+        "Sensor kit: Autoware's ring outlier filter on each sensor's sweep before joining "
+        "(the sample kit's parameters; docs/concatenation.md).",
+        read_only=True,
+    ),
 )
 
 SPECS: dict[str, ParameterSpec] = {spec.name: spec for spec in PARAMETERS}

@@ -153,14 +153,14 @@ def assert_labelled_sweeps(
 class LabeledRecorder:
     """This process's subscriber of the node's labelled clouds."""
 
-    def __init__(self, domain: int) -> None:
+    def __init__(self, domain: int, topic: str = LABELED) -> None:
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain)
         self.node = rclpy.create_node("packet_input_recorder", context=self.context)
         self.clouds: list[PointCloud2] = []
         self.diagnostics: list[dict[str, str]] = []
         qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)
-        self.node.create_subscription(PointCloud2, LABELED, self.clouds.append, qos)
+        self.node.create_subscription(PointCloud2, topic, self.clouds.append, qos)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._diagnostics, 10)
         self._executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self.node)
