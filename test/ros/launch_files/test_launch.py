@@ -159,6 +159,7 @@ def test_an_unknown_name_lists_the_shipped_params_files(tmp_path, monkeypatch):
     [
         ("gpu_euclidean_cluster.launch.py", "params_file"),
         ("multi_lidar.launch.py", "params_file"),
+        ("vehicle.launch.py", "params_file"),
         ("voxel_grid_based_euclidean_cluster.launch.py", "voxel_grid_based_euclidean_param_path"),
     ],
 )
@@ -177,3 +178,21 @@ def test_the_launch_files_take_a_preset_by_name(
     installed = Path(sys.prefix, "share", "gpu_euclidean_cluster", "config", "hdl64e.param.yaml")
     files = ["".join(part.text for part in node._Node__parameters[0].param_file) for node in nodes]
     assert files and set(files) == {str(installed)}
+
+
+def test_the_vehicle_launch_file_wires_the_kit_to_autowares_topics(ros_tools, monkeypatch):
+    monkeypatch.setenv("AMENT_PREFIX_PATH", sys.prefix)
+    module = _load_launch_module(LAUNCH_FILE.parent / "vehicle.launch.py")
+    defaults = {name: default or "" for name, (default, _) in module.ARGUMENTS.items()}
+    context = SimpleNamespace(launch_configurations={**defaults, "params_file": "hdl64e"})
+    node, _ = module._node(context)
+    assert yaml.safe_load(_overrides(node)["sensor_kit"]) == "sample_sensor_kit"
+    remaps = {
+        "".join(part.text for part in name): "".join(part.text for part in target)
+        for name, target in node._Node__remappings
+    }
+    clustering = "/perception/object_recognition/detection/clustering"
+    assert remaps == {
+        "output/objects_with_feature": f"{clustering}/clusters",
+        "output/concatenated/pointcloud": "/sensing/lidar/concatenated/pointcloud",
+    }
