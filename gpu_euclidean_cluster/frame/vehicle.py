@@ -157,6 +157,19 @@ class VehicleSweeps:
             events += out.events
         return self._joined(groups, events)
 
+    def feed_sweep(self, sensor: str, points: Any, stamp_ns: int, now_ns: int) -> VehicleOutput:
+        """One sweep of ``sensor`` decoded elsewhere (a player that publishes each sensor's
+        sweeps too): :data:`~..pointcloud_io.velodyne.POINT_DTYPE` points, or the GPU sweep
+        decoder's ``(N, 32)`` uint8 rows, stamped ``stamp_ns`` (nebula's sweep stamp).
+        """
+        rows = (
+            np.ascontiguousarray(points).view(np.uint8)
+            if isinstance(points, np.ndarray)
+            else points
+        )
+        out = self.collector.add(sensor, stamp_ns, now_ns, self._in_base(sensor, _rows(rows)))
+        return self._joined(list(out.groups), list(out.events))
+
     def feed_cloud(self, sensor: str, cloud: RawCloud, stamp_ns: int, now_ns: int) -> VehicleOutput:
         """One ``PointXYZIRCAEDT`` cloud of ``sensor`` (nebula's ``pointcloud_raw_ex``).
 

@@ -182,3 +182,27 @@ def test_a_points_input_takes_nebulas_layout_only(scans) -> None:
     vehicle = VehicleSweeps(kit, calibration_file=calibration_of, poses=sensor_poses(kit))
     with pytest.raises(ValueError, match="nebula's PointXYZIRCAEDT"):
         vehicle.feed_cloud("top", from_xyz(np.zeros((3, 3))), 0, 0)
+
+
+def test_sweeps_decoded_elsewhere_join_as_packets_do(scans) -> None:
+    """``feed_sweep`` (a player that decodes each sensor itself) gives the joined clouds that
+    ``feed_packets`` gives."""
+    kit = replace(bag_kit(), concatenation=(("matching_strategy", {"type": "naive"}),))
+    by_packets = VehicleSweeps(kit, calibration_file=calibration_of)
+    by_sweeps = VehicleSweeps(kit, calibration_file=calibration_of)
+    decoders = {
+        s.name: SweepDecoder(load_calibration(calibration_of(s)), s.input.decoder)
+        for s in kit.sensors
+    }
+    joined, again, now = [], [], 0
+    for index in range(2):
+        for name in ("top", "left", "right"):
+            now += MS
+            scan = scans[BAG_OF[name]][index]
+            joined += by_packets.feed_packets(name, scan_to_cdr(scan), now).clouds
+            for sweep in decoders[name].feed(scan.packets, scan.packet_seconds):
+                again += by_sweeps.feed_sweep(name, sweep.points, sweep.stamp_ns, now).clouds
+    assert len(joined) == len(again) >= 1
+    for one, other in zip(joined, again, strict=True):
+        assert one.sources == other.sources and one.stamp_ns == other.stamp_ns
+        assert one.cloud.data.tobytes() == other.cloud.data.tobytes()
