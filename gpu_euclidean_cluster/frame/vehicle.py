@@ -64,7 +64,7 @@ JOINED_DTYPE = np.dtype(
         "itemsize": 16,
     }
 )
-ROW_BYTES = POINT_DTYPE.itemsize
+SWEEP_ROW_BYTES = POINT_DTYPE.itemsize
 JOINED_BYTES = JOINED_DTYPE.itemsize
 
 
@@ -134,7 +134,7 @@ class VehicleSweeps:
             if s.input.kind == PACKETS
         }
         self.settings = concatenation_settings(kit)
-        self.collector = SweepCollector(self.settings, point_count=lambda rows: rows.shape[0])
+        self.collector = SweepCollector(self.settings, point_count=_point_count)
         self.notice = motion_compensation_notice(self.settings, twist_available=False)
         self._backend = backend
 
@@ -183,7 +183,7 @@ class VehicleSweeps:
                 f"(x y z intensity return_type channel azimuth elevation distance time_stamp, "
                 f"32 bytes), got {points.dtype}"
             )
-        rows = np.ascontiguousarray(points).view(np.uint8).reshape(-1, ROW_BYTES)
+        rows = np.ascontiguousarray(points).view(np.uint8).reshape(-1, SWEEP_ROW_BYTES)
         if self._backend is not None:
             rows = self._backend.to_device(rows)
         out = self.collector.add(sensor, stamp_ns, now_ns, self._in_base(sensor, rows))
@@ -203,34 +203,47 @@ class VehicleSweeps:
         """When :meth:`poll` next has a group to close (None: nothing open)."""
         return self.collector.next_deadline_ns()
 
-    def _in_base(self, sensor: str, rows: Any) -> Any:
-        """Steps 2-3 on one sweep's ``(N, 32)`` uint8 rows: its kept points as ``(K, 16)``
-        :data:`JOINED_DTYPE` rows in the base frame, in Autoware's order."""
+    def _in_base(self, sensor: str, rows: Any) -> tuple[Any, Any]:
+        """Steps 2-3 on one sweep's ``(N, 32)`` uint8 rows: ``(buffer, count)``, the buffer's
+        first ``count`` rows its kept points in the base frame in Autoware's order (the other
+        fields as decoded), ``count`` a 0-d int64 array on the rows' device (no host
+        synchronisation here without the ring filter)."""
         xp = array_module(rows)
+        buffer = xp.empty_like(rows)
+        if self.ring_outlier is None:
+            into = twin(rows, "stages.vehicle_rows", "transform_rows_into")
+            return buffer, into(rows, self.frames[sensor], buffer, 0)
         xyz = xp.ascontiguousarray(rows[:, :12]).view(xp.float32)
         moved = twin(xyz, "stages.vehicle_frame", "to_vehicle_frame")(xyz, self.frames[sensor])
         kept = xp.flatnonzero(moved.keep)
-        if self.ring_outlier is not None:
-            subset = rows[kept]
-            points = subset.view(POINT_DTYPE).reshape(-1) if xp is np else subset
-            rings = twin(subset, "stages.ring_outlier", "filter_rings")(points, self.ring_outlier)
-            kept = kept[rings.order]
-        joined = xp.ascontiguousarray(rows[kept, :JOINED_BYTES])
-        joined[:, :12] = moved.xyz[kept].view(xp.uint8).reshape(-1, 12)
-        return joined
+        subset = rows[kept]
+        points = subset.view(POINT_DTYPE).reshape(-1) if xp is np else subset
+        rings = twin(subset, "stages.ring_outlier", "filter_rings")(points, self.ring_outlier)
+        kept = kept[rings.order]
+        count = int(kept.shape[0])
+        buffer[:count] = rows[kept]
+        buffer[:count, :12] = moved.xyz[kept].view(xp.uint8).reshape(-1, 12)
+        return buffer, xp.asarray(count, dtype=xp.int64)
 
     def _joined(self, groups: list[ConcatenationGroup], events: list[SyncEvent]) -> VehicleOutput:
         clouds = tuple(self._join(group) for group in groups if group.outcome == "published")
         return VehicleOutput(clouds, tuple(events))
 
     def _join(self, group: ConcatenationGroup) -> JoinedCloud:
-        parts = [sweep.payload for sweep in group.sweeps]
-        xp = array_module(parts[0])
-        rows = xp.concatenate(parts) if len(parts) > 1 else parts[0]
+        """The group's sweeps in its order, each point's first 16 bytes (``PointXYZIRC``): one
+        copy of the counts to the host for the whole group."""
+        buffers = [sweep.payload[0] for sweep in group.sweeps]
+        xp = array_module(buffers[0])
+        counts = xp.stack([sweep.payload[1] for sweep in group.sweeps])
+        counts = [int(c) for c in (counts.get() if xp is not np else counts)]
+        parts = [
+            buffer[:count, :JOINED_BYTES] for buffer, count in zip(buffers, counts, strict=True)
+        ]
+        rows = xp.ascontiguousarray(xp.concatenate(parts))
         sources, first = [], 0
-        for sweep in group.sweeps:
-            sources.append((sweep.sensor, first, int(sweep.payload.shape[0])))
-            first += int(sweep.payload.shape[0])
+        for sweep, count in zip(group.sweeps, counts, strict=True):
+            sources.append((sweep.sensor, first, count))
+            first += count
         cloud = joined_cloud(rows)
         return JoinedCloud(cloud, group.stamp_ns, self.kit.base_frame, group, tuple(sources))
 
@@ -272,4 +285,9 @@ def _rows(data: Any) -> Any:
     """A sweep cloud's payload as ``(N, 32)`` uint8 rows (host bytes or the device array)."""
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = np.frombuffer(data, np.uint8)
-    return data.reshape(-1, ROW_BYTES)
+    return data.reshape(-1, SWEEP_ROW_BYTES)
+
+
+def _point_count(payload: tuple[Any, Any]) -> int:
+    """A sweep's kept points (the collector's test for a group without any)."""
+    return int(payload[1])
