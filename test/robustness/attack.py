@@ -56,7 +56,6 @@ import contextlib
 import json
 import os
 import random
-import resource
 import signal
 import struct
 import subprocess
@@ -749,6 +748,36 @@ def build_cases(
 # --- running a case ------------------------------------------------------------------------------
 
 
+#: The launcher of each case's process (``python -S -c LAUNCHER LIMIT REPORT COMMAND...``): a
+#: fresh, small process that forks the command, sets its address-space limit, forwards SIGINT and
+#: SIGTERM to it, and writes its ``wait4`` peak RSS (KiB) to the file REPORT. A process forked
+#: straight from pytest would start with pytest's resident pages as its own (a late test in a long
+#: session: hundreds of MB), and Linux keeps that peak across ``exec``; forked from the launcher,
+#: the command's peak is its own.
+LAUNCHER = """
+import os, resource, signal, sys
+limit, report, *command = sys.argv[1:]
+pid = os.fork()
+if pid == 0:
+    if int(limit):
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    try:
+        os.execvp(command[0], command)
+    except OSError as error:
+        os.write(2, f"{command[0]}: {error}\\n".encode())
+        os._exit(127)
+for signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(signum, lambda signum, frame: os.kill(pid, signum))
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as file:
+    file.write(str(usage.ru_maxrss))
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_process(
     command: tuple[str, ...],
     env: dict[str, str],
@@ -758,23 +787,19 @@ def run_process(
     address_space: int | None = None,
 ) -> CaseRun:
     """Run ``command`` in a process group of its own (its address space limited to
-    ``address_space`` bytes); SIGINT it ``interrupts`` times once ``stop_when`` is true of its
-    output; kill the group after ``timeout_s`` (status None)."""
-
-    def limit() -> None:
-        if address_space is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-
-    with tempfile.TemporaryFile() as output:
+    ``address_space`` bytes) through :data:`LAUNCHER`; SIGINT it ``interrupts`` times once
+    ``stop_when`` is true of its output; kill the group after ``timeout_s`` (status None). The
+    peak RSS is the command's own (and of the children it waited for); killed, the launcher's."""
+    with tempfile.TemporaryFile() as output, tempfile.TemporaryDirectory() as folder:
+        report = Path(folder, "peak_kib")
         started = time.monotonic()
         process = subprocess.Popen(
-            command,
+            [sys.executable, "-S", "-c", LAUNCHER, str(address_space or 0), str(report), *command],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=limit,
         )
         sent = 0
         status: int | None = None
@@ -801,9 +826,10 @@ def run_process(
             _kill_group(process.pid, signal.SIGKILL)  # whatever it left running
         output.seek(0)
         text = output.read().decode("utf-8", "replace")
-    return CaseRun(
-        status, text, usage.ru_maxrss / 1024.0 if usage else 0.0, time.monotonic() - started
-    )
+        peak_kib = float(report.read_text()) if report.is_file() else None
+    if peak_kib is None:
+        peak_kib = usage.ru_maxrss if usage else 0.0
+    return CaseRun(status, text, peak_kib / 1024.0, time.monotonic() - started)
 
 
 def _kill_group(pgid: int, signum: int) -> None:
