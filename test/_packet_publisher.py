@@ -54,6 +54,8 @@ def main(
     time.sleep(0.5)  # discovery settles on the reader's side too
     for raw in messages:
         publisher.publish(raw)
+        # delivered before the next: a loaded machine delays, never loses, the driver's messages
+        publisher.wait_for_all_acked(rclpy.duration.Duration(seconds=10))
         time.sleep(float(period_s))
     publisher.wait_for_all_acked(rclpy.duration.Duration(seconds=10))
     time.sleep(1.0)
