@@ -16,6 +16,9 @@ Each ``scan_NNNN.npy`` is a structured array of the ``--layout``'s fields follow
   sweep's stamp): the nominal firing time of the point's azimuth column (column k of K at k x
   period / K; the scene is frozen at the sweep's stamp).
 
+``--sensor-kit KIT --bag OUT`` simulates a vehicle's LiDARs instead, as a ROS 2 bag of raw
+packets with the ground truth beside it (:mod:`.simulate_vehicle`).
+
 The output is bounded (:mod:`.output_bounds`): before the first sweep, the sweeps' size, each
 estimated as its sensor's every ray returning, must be within ``--max-output-gb`` and the free
 disk; while writing, a sweep that would fill the disk stops the command after the sweeps written
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..ros.parameters.option_values import argument, frequency, positive_integer, seed
+from . import simulate_vehicle
 from .errors import CommandError
 from .output_bounds import (
     DiskWatch,
@@ -53,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "simulate",
         help="simulate LiDAR sweeps of a street scene with ground-truth object ids",
         description="Ray-cast a rotating LiDAR (real beam tables) through a street scene of "
-        "ground, walls, cars, people and poles, some moving; write one .npy per sweep.",
+        "ground, walls, cars, people and poles, some moving; write one .npy per sweep. With "
+        "--sensor-kit: a vehicle's LiDARs in that street, as a ROS 2 bag of raw packets.",
     )
     add_simulation_arguments(parser)
     add_layout_argument(parser)
@@ -61,7 +66,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "-o", "--out", type=Path, default=Path("simulated"), help="output directory"
     )
     add_max_output_argument(parser)
-    parser.set_defaults(run=run)
+    simulate_vehicle.add_arguments(parser)
+    # one sensor's options say when they were given: --sensor-kit refuses them (run fills them in)
+    parser.set_defaults(run=run, sensor=None, layout=None, out=None)
 
 
 def add_simulation_arguments(parser: argparse.ArgumentParser, frames: int = 10) -> None:
@@ -130,7 +137,30 @@ def sweep_bytes_at_most(sensor: BeamModel, layout: str, ground_truth: bool = Fal
     return sensor.num_beams * sensor.azimuths_per_sweep * points.dtype.itemsize
 
 
+#: ``simulate``'s one-sensor defaults, filled in by :func:`run` when ``--sensor-kit`` is absent.
+ONE_SENSOR_DEFAULTS = {"sensor": "hdl64e", "layout": "xyzir", "out": Path("simulated")}
+#: The options of ``--sensor-kit`` alone, and the value each has when not given.
+VEHICLE_OPTIONS = {"bag": None, "storage": None, "tf_static": False, "start_time": None}
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.sensor_kit is not None:
+        return simulate_vehicle.run(args)
+    given = [
+        "--" + name.replace("_", "-")
+        for name, unset in VEHICLE_OPTIONS.items()
+        if getattr(args, name) != unset
+    ]
+    if given:
+        raise CommandError(f"{', '.join(given)}: only with --sensor-kit FILE")
+    for name, default in ONE_SENSOR_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    return run_one_sensor(args)
+
+
+def run_one_sensor(args: argparse.Namespace) -> int:
+    """One sensor's sweeps as .npy files (the module docstring)."""
     import numpy as np
 
     from ..tools.simulation import LidarSimulator, get_sensor, street_scene

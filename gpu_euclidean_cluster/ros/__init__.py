@@ -8,7 +8,8 @@ Modules that import rclpy when imported: ``node.node``, ``node.process``, ``node
 ``parameters.node_parameters``, ``replay.bag_player`` and ``replay.demo_monitor``. Modules that
 import ROS message packages but not rclpy: ``messages.cloud_messages``, ``messages.columns``,
 ``messages.markers``, ``messages.serialized``, ``parameters.descriptors``,
-``replay.packet_player`` and ``node.diagnostics`` (it imports rclpy only inside its constructor).
+``replay.packet_player``, ``replay.sensor_kit_player``, ``node.vehicle_input`` and
+``node.diagnostics`` (it imports rclpy only inside its constructor).
 The others import neither and are testable without ROS, among them ``parameters.specs``,
 ``parameters.settings``, ``qos`` (it imports rclpy only inside its functions), ``replay.replay``
 (the tool's parser; it imports ``bag_player`` only to play), ``replay.replay_options`` and

@@ -35,15 +35,14 @@ from ...core.ring_outlier import RingOutlierSettings
 from ...frame.packets import SweepCloud
 from ...frame.vehicle import VehicleOutput, VehicleSweeps
 from ...pointcloud_io.pointcloud2 import from_cdr, on_host
-from ...pointcloud_io.sensor_kit import Sensor, SensorKitError, load_sensor_kit
+from ...pointcloud_io.sensor_kit import SensorKitError, load_sensor_kit
 from ...pointcloud_io.velodyne import CalibrationError
 from ...pointcloud_io.velodyne.sweeps import PacketsRefusedError
 from ..messages.cloud_messages import cloud_to_message
 from ..parameters.velodyne_options import (
     CHECKOUT_CALIBRATION_DIR,
-    DEFAULT_CALIBRATION,
     calibration_dirs,
-    shipped_calibration,
+    kit_calibration,
 )
 from .packet_input import velodyne_scan_type
 
@@ -74,7 +73,12 @@ def vehicle_sweeps(values: dict[str, Any], backend: Any = None) -> VehicleSweeps
     rings = RingOutlierSettings() if values["ring_outlier_filter"] else None
     try:
         kit = load_sensor_kit(path)
-        return VehicleSweeps(kit, backend, calibration_file=calibration_of, ring_outlier=rings)
+        return VehicleSweeps(
+            kit,
+            backend,
+            calibration_file=lambda sensor: kit_calibration(kit, sensor),
+            ring_outlier=rings,
+        )
     except (SensorKitError, ConfigError, CalibrationError, OSError, ValueError) as error:
         raise ConfigError(f"sensor_kit {path}: {error}") from None
 
@@ -89,14 +93,6 @@ def kit_file(given: str) -> Path:
         if (folder / name).is_file():
             return folder / name
     return path
-
-
-def calibration_of(sensor: Sensor) -> Path:
-    """A packets sensor's calibration: the kit's path (relative to the kit's folder), or the
-    shipped file of that name, or the model's shipped default."""
-    name = sensor.input.calibration or DEFAULT_CALIBRATION.get(sensor.input.decoder.model, "")
-    path = Path(name).expanduser()
-    return path if path.is_absolute() or path.is_file() else shipped_calibration(name) or path
 
 
 def subscribe_vehicle(

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...pointcloud_io.sensor_kit import Sensor, SensorKit
 from ...pointcloud_io.velodyne.calibration import CalibrationError, read_calibration_text
 from ...pointcloud_io.velodyne.sensors import (
     AZIMUTH_TIMINGS,
@@ -116,6 +117,32 @@ def shipped_calibration(name: str) -> Path | None:
         if (folder / name).is_file():
             return folder / name
     return None
+
+
+def kit_calibration(kit: SensorKit, sensor: Sensor) -> Path:
+    """The calibration file of a sensor kit's packets sensor: its ``calibration`` beside the kit
+    file (or as given, when absolute), else a shipped file of that name; without one, the
+    model's shipped file.
+
+    Raises:
+        ValueError: not found, or a model without a shipped file (HDL64: an S2 and an S3).
+    """
+    model = sensor.input.decoder.model
+    name = sensor.input.calibration or DEFAULT_CALIBRATION.get(model)
+    if name is None:
+        raise ValueError(f"sensor {sensor.name}: a {model} needs its calibration named in the kit")
+    path = Path(name).expanduser()
+    folder = kit.source.parent if kit.source is not None else Path.cwd()
+    beside = path if path.is_absolute() else folder / path
+    if beside.is_file():
+        return beside
+    found = shipped_calibration(name) if path.name == name else None
+    if found is None:
+        raise ValueError(
+            f"sensor {sensor.name}: calibration {name} not found beside the kit ({folder}) or "
+            "shipped"
+        )
+    return found
 
 
 def setting_problem(name: str, value: object) -> str | None:

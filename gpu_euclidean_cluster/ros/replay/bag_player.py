@@ -7,20 +7,23 @@ byte level (``header.seq`` dropped) by
 (``velodyne_msgs/msg/VelodyneScan``) are played by :mod:`.packet_player` as ``--packets`` says:
 their recorded messages, each at its bag time, and/or the PointCloud2 sweeps decoded from them, a
 sweep at the bag time of the packet message that completed it; all merged in time order with the
-PointCloud2 messages. A bag whose ``metadata.yaml`` rosbags refuses is read through its storage
-files (:mod:`.bag_files`). Before anything is published, the bag's messages (not its claims) say
-where the schedule starts, which messages are skipped, and whether each topic holds the type it
-declares (:mod:`.bag_checks`).
+PointCloud2 messages. With a sensor kit (``--sensor-kit``) each packet topic is decoded with its
+sensor's settings, and ``--concatenate`` puts the joined vehicle clouds into the same stream, each
+at the bag time its group closed (:mod:`.sensor_kit_player`). A bag whose ``metadata.yaml``
+rosbags refuses is read through its storage files (:mod:`.bag_files`). Before anything is
+published, the bag's messages (not its claims) say where the schedule starts, which messages are
+skipped, and whether each topic holds the type it declares (:mod:`.bag_checks`).
 
 Timing: message ``i`` is published at ``wall_start + (t_i - t_first) / rate``, with ``t`` the bag
 timestamp, or at ``wall_start + i / rate_hz`` with a fixed rate (``--rate-hz``; a one-message
 segment played more than once uses :data:`ONE_INSTANT_HZ`); a decoded sweep counts as a message
 of its own there, unless the packet message that completed it is published too: then it goes out
-right after that message, in its slot. The lag is how late the publish call returns after the
-target. ``/clock`` (optional) carries the bag time of the playback clock, for nodes with
-``use_sim_time``. A wait of more than :data:`LONG_WAIT_NOTE_S` for the next message (a gap in
-the bag's stamps, or a slow ``--rate``) is announced with a note, so that a player that waits is
-never silent.
+right after that message, in its slot; a joined cloud goes out in the slot of the message that
+closed its group, and takes a slot of its own when its timeout or the end of a pass closed it.
+The lag is how late the publish call returns after the target. ``/clock`` (optional) carries the
+bag time of the playback clock, for nodes with ``use_sim_time``. A wait of more than
+:data:`LONG_WAIT_NOTE_S` for the next message (a gap in the bag's stamps, or a slow ``--rate``)
+is announced with a note, so that a player that waits is never silent.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ from .packet_player import (
     decoded_topic,
     packet_plan,
 )
-from .replay_options import ReplayOptions
+from .replay_options import CONCATENATED_TOPIC, ReplayOptions
 from .replay_stats import ReplayStats
+from .sensor_kit_player import Concatenation, JoinedMessage, KitPlan, load_kit, plan_kit
 
 DISCOVERY_SETTLE_S = 0.3
 PROGRESS_PERIOD_S = 0.1
@@ -76,12 +80,13 @@ MAX_WAIT_S = 1.0
 LONG_WAIT_NOTE_S = 60.0
 
 
-#: One message of a pass: a PointCloud2 of the bag, a packet message as recorded, a decoded sweep.
-Message = BagMessage | PacketMessage | SweepMessage
-#: What a publisher plays: ``(kind, bag topic)``, the kind one of :data:`CLOUD`, :data:`PACKETS`
-#: and :data:`SWEEPS`.
+#: One message of a pass: a PointCloud2 of the bag, a packet message as recorded, a decoded
+#: sweep, a joined vehicle cloud (``--concatenate``).
+Message = BagMessage | PacketMessage | SweepMessage | JoinedMessage
+#: What a publisher plays: ``(kind, bag topic)``, the kind one of :data:`CLOUD`, :data:`PACKETS`,
+#: :data:`SWEEPS` and :data:`JOINED` (whose topic is :data:`CONCATENATED_TOPIC`).
 OutputKey = tuple[str, str]
-CLOUD, PACKETS, SWEEPS = "cloud", "packets", "sweeps"
+CLOUD, PACKETS, SWEEPS, JOINED = "cloud", "packets", "sweeps", "joined"
 
 
 def select_topics(bag: BagFiles, requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -122,7 +127,9 @@ class BagPlayer:
 
     Raises:
         BagError: a topic refused (absent, of another type, its first message not of its
-            declared type), ``--start`` past the end, bad packet settings, bad remaps.
+            declared type), ``--start`` past the end, bad packet settings, a sensor kit that
+            cannot be read or does not fit the bag (:func:`.sensor_kit_player.plan_kit`), bad
+            remaps.
     """
 
     def __init__(
@@ -136,13 +143,27 @@ class BagPlayer:
         #: every topic played, as in the bag: PointCloud2 first, then the packet topics
         self.topics = [*self.cloud_topics, *self.packet_topics]
         check_declared_types(bag, self.cloud_topics, self.packet_topics)
+        #: how the sensor kit (``--sensor-kit``) plays the bag; None without one
+        self.kit_plan: KitPlan | None = None
+        #: the sensors joined (``--concatenate``); None: not joined
+        self.concatenation: Concatenation | None = None
+        if options.sensor_kit is not None:
+            try:
+                kit, path = load_kit(str(options.sensor_kit))
+                bag_types = {name: topic.msgtype for name, topic in bag.topics.items()}
+                self.kit_plan = plan_kit(kit, path, bag_types, self.topics)
+                if options.concatenate:
+                    self.concatenation = Concatenation(self.kit_plan, note)
+            except ValueError as error:
+                raise BagError(str(error)) from None
         self.plan: PacketPlan | None = None
         self.packets: PacketStream | None = None
         if self.packet_topics:
+            kit_decodings = None if self.kit_plan is None else self.kit_plan.decodings
             try:
-                self.plan = packet_plan(options, self.packet_topics)
+                self.plan = packet_plan(options, self.packet_topics, kit_decodings)
                 self.packets = PacketStream(
-                    bag.path, self.packet_topics, self.plan.raw, self.plan.decoding, note
+                    bag.path, self.packet_topics, self.plan.raw, self.plan.decodings, note
                 )
             except BagError:
                 raise
@@ -183,8 +204,9 @@ class BagPlayer:
         """Each publisher's topic name (``--remap`` applied) and message type.
 
         A packets topic's recorded messages go out under its own name; its sweeps under
-        :func:`decoded_topic`'s. ``--remap`` renames either by its default name; with the
-        sweeps alone (``--packets decoded``) the packets topic's name renames them too.
+        :func:`decoded_topic`'s; the joined cloud under :data:`CONCATENATED_TOPIC`. ``--remap``
+        renames each by its default name; with the sweeps alone (``--packets decoded``) the
+        packets topic's name renames them too.
 
         Raises:
             BagError: a remap of a topic not played, or two message types on one name.
@@ -203,7 +225,7 @@ class BagPlayer:
                 assert plan.scan_type is not None
                 outputs[PACKETS, topic] = (remap.get(topic, topic), plan.scan_type)
                 renamable.add(topic)
-            if plan.decoding is None:
+            if not plan.decodings:
                 replayed.append(f"{topic} (as recorded)")
                 continue
             name = remap.get(decoded, decoded)
@@ -214,6 +236,11 @@ class BagPlayer:
             outputs[SWEEPS, topic] = (name, PointCloud2)
             how = "as recorded, and decoded to" if plan.raw else "decoded to"
             replayed.append(f"{topic} ({how} {decoded})")
+        if self.concatenation is not None:
+            name = remap.get(CONCATENATED_TOPIC, CONCATENATED_TOPIC)
+            outputs[JOINED, CONCATENATED_TOPIC] = (name, PointCloud2)
+            renamable.add(CONCATENATED_TOPIC)
+            replayed.append(f"{CONCATENATED_TOPIC} (joined)")
         unknown = sorted(set(remap) - renamable)
         if unknown:
             raise BagError(
@@ -269,8 +296,9 @@ class BagPlayer:
 
     def notes(self) -> tuple[str, ...]:
         """The one-line notes on how packet topics play, where the default could not be kept,
-        and on the messages skipped."""
-        return (*(() if self.plan is None else self.plan.notes), *self.skipped)
+        on the kit's sensors that never arrive, and on the messages skipped."""
+        kit_notes = () if self.kit_plan is None else self.kit_plan.notes
+        return (*(() if self.plan is None else self.plan.notes), *kit_notes, *self.skipped)
 
     def play(self, stop: threading.Event, stream: TextIO = sys.stderr) -> ReplayStats:
         """Replay (``repeat`` passes, or until ``stop`` with ``loop``); return the statistics."""
@@ -304,6 +332,7 @@ class BagPlayer:
                         lag,
                         packet=isinstance(message, PacketMessage),
                         sweep=isinstance(message, SweepMessage),
+                        joined=isinstance(message, JoinedMessage),
                     )
                     stats.elapsed_s = time.monotonic() - wall_first
                     progress.show(self._done_this_pass(stats, total), stats.status(lag))
@@ -337,13 +366,17 @@ class BagPlayer:
             )
 
     def _rides_along(self, message: Message) -> bool:
-        """A decoded sweep whose completing packet message is published too: it goes out right
-        after that message, in its place on the schedule."""
+        """A decoded sweep whose completing packet message is published too, or a joined cloud
+        whose group the message before it closed: it goes out right after that message, in its
+        place on the schedule."""
+        if isinstance(message, JoinedMessage):
+            return message.with_message
         return isinstance(message, SweepMessage) and self.plan is not None and self.plan.raw
 
     def _messages(self, restart_clock: bool) -> Iterator[Message]:
         """One pass: the PointCloud2 messages and the packet topics' messages and sweeps,
-        merged in bag-time order.
+        merged in bag-time order, and with ``--concatenate`` the joined clouds (a fresh vehicle
+        each pass).
 
         ``restart_clock``: the first message (a decoded sweep takes tens of ms) is read before
         the schedule starts, so that it is not late; later ones are read while the previous
@@ -360,6 +393,8 @@ class BagPlayer:
                 if len(streams) == 1
                 else heapq.merge(*streams, key=lambda message: message.timestamp_ns)
             )
+            if self.concatenation is not None:
+                merged = self.concatenation.messages(merged)
             first = next(merged, None)
             if restart_clock:
                 self._wall_start = time.monotonic()
@@ -373,11 +408,21 @@ class BagPlayer:
                 if close is not None:
                     close()
 
-    def describe_decoding(self) -> str | None:
-        """The start-up line on packet decoding, None without decoded packet topics."""
-        if self.plan is None or self.plan.decoding is None:
-            return None
-        return f"decoding {', '.join(self.packet_topics)}: {self.plan.decoding.describe()}"
+    def describe_decoding(self) -> list[str]:
+        """The start-up lines on packet decoding (which topic with which settings; with a
+        sensor kit, which sensor's) and on the joined cloud."""
+        lines = []
+        if self.kit_plan is not None:
+            lines += self.kit_plan.describe()
+        elif self.plan is not None and self.plan.decodings:
+            decoding = next(iter(self.plan.decodings.values()))  # the options': one for all
+            lines.append(f"decoding {', '.join(self.packet_topics)}: {decoding.describe()}")
+        if self.concatenation is not None:
+            output = self.outputs[JOINED, CONCATENATED_TOPIC][0]
+            lines.append(self.concatenation.describe(output))
+            if self.concatenation.notice:
+                lines.append(f"note: {self.concatenation.notice}")
+        return lines
 
     def _offset_s(self, message: Message, slot: int) -> float:
         """When ``message``, in place ``slot`` of a pass's schedule, is due: seconds after the
@@ -392,8 +437,8 @@ class BagPlayer:
 
     def _messages_per_pass(self) -> int | None:
         """Messages per pass when known without reading the bag: no --start/--duration, no
-        decoded packet topic (its sweeps are counted by decoding)."""
-        if self.plan is not None and self.plan.decoding is not None:
+        decoded packet topic (its sweeps are counted by decoding), no joined clouds."""
+        if self.concatenation is not None or (self.plan is not None and self.plan.decodings):
             return None
         if self.options.start_s == 0 and self.options.duration_s is None:
             return sum(self.bag.topics[t].count for t in self.topics)
@@ -404,6 +449,8 @@ class BagPlayer:
             key = (PACKETS, message.topic)
         elif isinstance(message, SweepMessage):
             key = (SWEEPS, message.topic)
+        elif isinstance(message, JoinedMessage):
+            key = (JOINED, message.topic)
         else:
             key = (CLOUD, message.topic)
         self.publishers[key].publish(message.cdr)
@@ -478,9 +525,8 @@ def replay_bag(
             )
             for line in player.notes():
                 print(line, file=stream)
-            decoding = player.describe_decoding()
-            if decoding:
-                print(decoding, file=stream)
+            for line in player.describe_decoding():
+                print(line, file=stream)
             if transport_line:
                 print(transport_line, file=stream)
             waited = options.wait_for_subscribers_s

@@ -6,8 +6,10 @@ stored CDR bytes (a ROS 1 message converted to CDR at byte level), as ``ros2 bag
 publish it: :class:`PacketMessage`, no Python message per packet. That needs the
 ``velodyne_msgs`` Python package (its type support), which ROS 2 bags do not bring along.
 
-Decoded (``decoded``), a topic is decoded as nebula's ROS driver decodes it: every packet, in
-arrival order, with its stamp in seconds (``rclcpp::Time(stamp).seconds()``), goes through the
+Decoded (``decoded``), a topic is decoded as nebula's ROS driver decodes it, by a decoder of its
+own with the settings the options give, or with a sensor kit (``--sensor-kit``) the settings and
+calibration of the kit sensor that names the topic: every packet, in arrival order, with its
+stamp in seconds (``rclcpp::Time(stamp).seconds()``), goes through the
 CPU :class:`~gpu_euclidean_cluster.pointcloud_io.velodyne.SweepDecoder`, a sweep spanning
 messages where the packets do. Each completed sweep becomes a ``sensor_msgs/PointCloud2`` in the
 ``PointXYZIRCAEDT`` layout (:data:`~gpu_euclidean_cluster.pointcloud_io.velodyne.POINT_DTYPE`,
@@ -24,8 +26,8 @@ With ``both``, a message goes out first, then the sweeps it completes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sensor_msgs.msg import PointCloud2
@@ -37,6 +39,7 @@ from ...pointcloud_io.pointcloud2 import from_structured
 from ...pointcloud_io.velodyne import (
     Sweep,
     SweepDecoder,
+    VelodyneCalibration,
     load_calibration,
     velodyne_typestore,
 )
@@ -136,23 +139,29 @@ class PacketPlan:
 
     Attributes:
         raw: the recorded messages are published (on the packets topics).
-        decoding: how they are decoded into sweeps; None: not decoded.
+        decodings: how each topic is decoded into sweeps, by topic; empty: not decoded.
         scan_type: ``VelodyneScan``'s class where ``raw``, else None.
         notes: one-line notes on a default that could not be kept.
     """
 
     raw: bool
-    decoding: PacketDecoding | None
+    decodings: Mapping[str, PacketDecoding] = field(default_factory=dict)
     scan_type: type | None = None
     notes: tuple[str, ...] = ()
 
 
-def packet_plan(options: ReplayOptions, topics: Sequence[str]) -> PacketPlan:
+def packet_plan(
+    options: ReplayOptions,
+    topics: Sequence[str],
+    kit_decodings: Mapping[str, PacketDecoding] | None = None,
+) -> PacketPlan:
     """How the packet ``topics`` are played, given ``--packets`` (``options.packets``).
 
     The default, both, falls back to what can be played, with a note: the packets only when
     neither ``--sensor-model`` nor ``--sensor-params`` names the sensor (decoding needs it; an
     explicit ``both`` too), the decoded sweeps only when ``velodyne_msgs`` is not importable.
+    ``kit_decodings`` (a sensor kit's, every topic's own) names the sensors instead of the
+    options.
 
     Raises:
         ValueError: an explicit ``raw`` or ``both`` without ``velodyne_msgs``; decoding without
@@ -182,22 +191,29 @@ def packet_plan(options: ReplayOptions, topics: Sequence[str]) -> PacketPlan:
             )
             mode = "decoded"
     velodyne = options.velodyne
-    sensor_named = velodyne.sensor_model is not None or velodyne.sensor_params is not None
+    sensor_named = kit_decodings is not None or (
+        velodyne.sensor_model is not None or velodyne.sensor_params is not None
+    )
     if mode == "raw" or (mode != "decoded" and not sensor_named):
         if mode != "raw":
             notes.append(
                 f"note: {listed} play as recorded only (--packets raw): decoding them needs "
                 "the sensor (--sensor-model or --sensor-params)"
             )
-        return PacketPlan(raw=True, decoding=None, scan_type=scan_type, notes=tuple(notes))
-    try:
-        decoding = velodyne.resolve()
-    except ValueError as error:
-        if missing and not sensor_named:  # neither way to play them works: say both
-            raise ValueError(f"{error}; playing them as recorded instead needs {missing}") from None
-        raise
+        return PacketPlan(raw=True, scan_type=scan_type, notes=tuple(notes))
+    if kit_decodings is not None:
+        decodings = {topic: kit_decodings[topic] for topic in topics}
+    else:
+        try:
+            decodings = dict.fromkeys(topics, velodyne.resolve())
+        except ValueError as error:
+            if missing and not sensor_named:  # neither way to play them works: say both
+                raise ValueError(
+                    f"{error}; playing them as recorded instead needs {missing}"
+                ) from None
+            raise
     return PacketPlan(
-        raw=mode != "decoded", decoding=decoding, scan_type=scan_type, notes=tuple(notes)
+        raw=mode != "decoded", decodings=decodings, scan_type=scan_type, notes=tuple(notes)
     )
 
 
@@ -212,15 +228,16 @@ class PacketStream:
 
     Args:
         path: the bag (read through its own :class:`~.bag_files.BagFiles`, beside the player's).
-        topics: ``VelodyneScan`` topics; each gets its own decoder, all the same settings.
+        topics: ``VelodyneScan`` topics; each gets its own decoder.
         raw: yield the recorded messages (:class:`PacketMessage`).
-        decoding: settings and calibration file (the file is read here, once, and checked
-            against the sensor model); None: no sweeps.
+        decoding: settings and calibration file, one for every topic or each topic's own (a
+            topic left out is played, not decoded); each file is read here, once, and checked
+            against the sensor model of every topic it decodes; None: no sweeps.
         note: takes the one-line note of each message the decoder refuses (at most
             :data:`REFUSALS_NOTED` a pass, then their count at the pass's end).
 
     Raises:
-        ValueError: the calibration file cannot be read, or is not the model's
+        ValueError: a calibration file cannot be read, or is not the model's
             (``CalibrationError``).
     """
 
@@ -229,18 +246,34 @@ class PacketStream:
         path: Path,
         topics: Sequence[str],
         raw: bool,
-        decoding: PacketDecoding | None,
+        decoding: PacketDecoding | Mapping[str, PacketDecoding] | None,
         note: Callable[[str], None] = print,
     ) -> None:
         self.path = path
         self.topics = list(topics)
         self.raw = raw
-        self.decoding = decoding
+        if isinstance(decoding, PacketDecoding):
+            decoding = dict.fromkeys(self.topics, decoding)
+        #: each decoded topic's settings and calibration file
+        self.decodings: dict[str, PacketDecoding] = {
+            topic: decoding[topic] for topic in self.topics if decoding and topic in decoding
+        }
         self.note = note
-        self.calibration = None
-        if decoding is not None:
-            self.calibration = load_calibration(decoding.calibration_file)
-            check_calibration_model(self.calibration, decoding.settings.sensor)
+        loaded: dict[Path, VelodyneCalibration] = {}
+        #: each decoded topic's calibration, read once per file
+        self.calibrations: dict[str, VelodyneCalibration] = {}
+        for topic, topic_decoding in self.decodings.items():
+            file = topic_decoding.calibration_file
+            if file not in loaded:
+                loaded[file] = load_calibration(file)
+            check_calibration_model(loaded[file], topic_decoding.settings.sensor)
+            self.calibrations[topic] = loaded[file]
+
+    @property
+    def calibration(self) -> VelodyneCalibration | None:
+        """The calibration every decoded topic shares (one file); None when none or several."""
+        shared = {id(calibration): calibration for calibration in self.calibrations.values()}
+        return next(iter(shared.values())) if len(shared) == 1 else None
 
     def messages(
         self, start_ns: int | None, stop_ns: int | None
@@ -253,10 +286,11 @@ class PacketStream:
             BagError: a message that is not a ``VelodyneScan`` (every one is checked, also when
                 only published).
         """
-        decoders, refused = {}, 0
-        if self.decoding is not None:
-            settings = self.decoding.settings
-            decoders = {t: SweepDecoder(self.calibration, settings) for t in self.topics}
+        refused = 0
+        decoders = {
+            topic: SweepDecoder(self.calibrations[topic], decoding.settings)
+            for topic, decoding in self.decodings.items()
+        }
         with BagFiles(self.path) as bag:
             for part, connection, timestamp, raw in bag.raw_messages(
                 self.topics, start_ns, stop_ns
@@ -271,9 +305,10 @@ class PacketStream:
                     ) from None
                 if self.raw:
                     yield PacketMessage(scan.topic, timestamp, cdr)
-                if decoders:
+                decoder = decoders.get(scan.topic)
+                if decoder is not None:
                     try:
-                        sweeps = decoders[scan.topic].feed(scan.packets, scan.packet_seconds)
+                        sweeps = decoder.feed(scan.packets, scan.packet_seconds)
                     except PacketsRefusedError as error:  # the budget, another model's packets
                         refused += 1
                         if refused <= REFUSALS_NOTED:

@@ -4,7 +4,9 @@ Velodyne packet topics (``velodyne_msgs/msg/VelodyneScan``, as Autoware records 
 played as ``--packets`` says (:mod:`.packet_player`): as recorded, as ``ros2 bag play`` would
 (for a node that decodes packets itself); decoded as Autoware's driver decodes them and published
 as its decoded cloud (the options of :mod:`..parameters.velodyne_options` say how); or both, the
-default.
+default. With a sensor kit (``--sensor-kit``), each packets topic is decoded with its own
+sensor's settings, and ``--concatenate`` joins the sensors' sweeps in the vehicle's base frame as
+Autoware does (:mod:`.sensor_kit_player`).
 
 Console script ``replay BAG`` (``ros2 run gpu_euclidean_cluster replay BAG`` in a workspace); the
 ``gpu-euclidean-cluster replay`` sub-command reuses this module's parser. The module owns the
@@ -44,7 +46,14 @@ from ..parameters.velodyne_options import (
     VelodyneOptions,
 )
 from ..qos import RELIABILITIES
-from .replay_options import PACKET_MODES, ReplayOptions, parse_remaps, queue_depth, remap_rule
+from .replay_options import (
+    CONCATENATED_TOPIC,
+    PACKET_MODES,
+    ReplayOptions,
+    parse_remaps,
+    queue_depth,
+    remap_rule,
+)
 
 
 class ReplayError(Exception):
@@ -149,6 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_velodyne_arguments(parser)
+    _add_vehicle_arguments(parser)
 
 
 def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
@@ -224,6 +234,27 @@ def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_vehicle_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "A whole vehicle",
+        "A sensor kit (docs/sensor_kit.md) names a vehicle's LiDARs: each packets topic a kit "
+        "sensor names is decoded with that sensor's own model, calibration and settings, its "
+        "sweeps on the topic's namespace + pointcloud_raw_ex in the sensor's frame; the per-"
+        "sensor decoder options above are then refused.",
+    )
+    group.add_argument(
+        "--sensor-kit",
+        metavar="FILE",
+        help="the sensor kit: a file, or the name of one shipped in config/ (sample_sensor_kit)",
+    )
+    group.add_argument(
+        "--concatenate",
+        action="store_true",
+        help=f"also join the kit's sweeps in its base frame as Autoware's concatenation node "
+        f"does (grouped in bag time), published on {CONCATENATED_TOPIC} (needs --sensor-kit)",
+    )
+
+
 def _setting_help(name: str, text: str) -> str:
     """The help of the option for the decoder setting ``name``: ``text`` and the range of the
     node's parameter for it, which the option is held to (``VelodyneOptions``)."""
@@ -250,6 +281,8 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         min_subscribers=args.min_subscribers,
         progress=not args.quiet,
         packets=args.packets,
+        sensor_kit=args.sensor_kit,
+        concatenate=args.concatenate,
         velodyne=VelodyneOptions(
             sensor_model=args.sensor_model,
             calibration=args.calibration,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..parameters.option_values import MAX_RATE, MAX_SPAN_S, MIN_RATE, topic_name_problem
@@ -16,6 +16,9 @@ MAX_QOS_DEPTH = 2**31 - 1
 #: How Velodyne packet topics are played (``--packets``): the recorded ``VelodyneScan`` messages,
 #: the PointCloud2 sweeps decoded from them, or both.
 PACKET_MODES = ("raw", "decoded", "both")
+#: Where ``--concatenate`` publishes the joined cloud: Autoware's name (the sample sensor kit's
+#: ``concatenate_and_time_sync_node`` output), ``--remap`` renames it.
+CONCATENATED_TOPIC = "/sensing/lidar/concatenated/pointcloud"
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,11 @@ class ReplayOptions:
     #: how packet topics are played, one of :data:`PACKET_MODES`; None: the default (both where
     #: the sensor is named and ``velodyne_msgs`` is importable, see ``packet_player.packet_plan``)
     packets: str | None = None
+    #: a sensor kit (a file, or the name of one shipped in ``config/``): each packets topic its
+    #: sensors name is decoded with that sensor's settings (``sensor_kit_player``); None: none
+    sensor_kit: str | Path | None = None
+    #: join the kit's sensors' sweeps in its base frame, as Autoware's concatenation node does
+    concatenate: bool = False
 
     def __post_init__(self) -> None:
         rates = f"in [{MIN_RATE:g}, {MAX_RATE:g}]"
@@ -83,6 +91,33 @@ class ReplayOptions:
             raise ValueError(
                 f"--packets must be {', '.join(PACKET_MODES[:-1])} or {PACKET_MODES[-1]}, "
                 f"got {self.packets!r}"
+            )
+        self._check_sensor_kit()
+
+    def _check_sensor_kit(self) -> None:
+        """``--sensor-kit`` and ``--concatenate`` against the options they exclude."""
+        if self.sensor_kit is None:
+            if self.concatenate:
+                raise ValueError(
+                    "--concatenate joins the sweeps of a sensor kit's LiDARs: give --sensor-kit"
+                )
+            return
+        if not str(self.sensor_kit).strip():
+            raise ValueError("--sensor-kit must name a kit file (or a shipped kit), got ''")
+        given = [
+            "--" + option.name.replace("_", "-")
+            for option in fields(self.velodyne)
+            if getattr(self.velodyne, option.name) is not None
+        ]
+        if given:
+            raise ValueError(
+                f"--sensor-kit gives each sensor's model, calibration and decoder settings: "
+                f"drop {', '.join(given)}"
+            )
+        if self.packets == "raw":
+            raise ValueError(
+                "--packets raw plays packet topics as recorded, undecoded: --sensor-kit (how to "
+                "decode them) has no use there; use --packets decoded or both"
             )
 
 

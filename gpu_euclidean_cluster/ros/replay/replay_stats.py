@@ -1,8 +1,9 @@
 """The counters of one ``replay`` run: its progress line's detail and its summary. ROS-free.
 
-Two kinds of message are counted apart: frames (PointCloud2: the bag's own and the sweeps decoded
-from its packet topics) and packet messages (``VelodyneScan`` published as recorded). A bag
-without packets played as recorded reads as it always did: ``replay done: N frames in ...``.
+Two kinds of message are counted apart: frames (PointCloud2: the bag's own, the sweeps decoded
+from its packet topics and the joined vehicle clouds) and packet messages (``VelodyneScan``
+published as recorded). A bag without packets played as recorded reads as it always did:
+``replay done: N frames in ...``.
 """
 
 from __future__ import annotations
@@ -44,28 +45,33 @@ class ReplayStats:
         frame_flow: PointCloud2 messages published, decoded sweeps included.
         packet_flow: ``VelodyneScan`` messages published as recorded.
         sweeps: the decoded sweeps among the frames.
+        joined: the joined vehicle clouds among the frames (``--concatenate``).
     """
 
     publishes_packets: bool = False
     frame_flow: Flow = field(default_factory=Flow)
     packet_flow: Flow = field(default_factory=Flow)
     sweeps: int = 0
+    joined: int = 0
     passes: int = 0
     elapsed_s: float = 0.0
     lag_sum_s: float = 0.0
     lag_max_s: float = 0.0
     interrupted: bool = False
 
-    def record(self, lag_s: float, packet: bool = False, sweep: bool = False) -> None:
+    def record(
+        self, lag_s: float, packet: bool = False, sweep: bool = False, joined: bool = False
+    ) -> None:
         """Count a message published now, ``lag_s`` after its scheduled time: a packet message
-        as recorded (``packet``), else a frame (``sweep``: a decoded one)."""
+        as recorded (``packet``), else a frame (``sweep``: a decoded one; ``joined``: a joined
+        vehicle cloud)."""
         now = time.monotonic()
         if packet:
             self.packet_flow.record(now)
         else:
             self.frame_flow.record(now)
-            if sweep:
-                self.sweeps += 1
+            self.sweeps += int(sweep)
+            self.joined += int(joined)
         self.lag_sum_s += lag_s
         self.lag_max_s = max(self.lag_max_s, lag_s)
 
@@ -97,8 +103,10 @@ class ReplayStats:
         """The closing line: what was published, how fast, how late."""
         state = "stopped by user" if self.interrupted else "done"
         counts = [] if self.publishes_packets and not self.frames else [f"{self.frames} frames"]
-        if self.sweeps:
-            counts[-1] += f" ({self.sweeps} decoded sweeps)"
+        kinds = [f"{self.sweeps} decoded sweeps"] if self.sweeps else []
+        kinds += [f"{self.joined} joined clouds"] if self.joined else []
+        if kinds:
+            counts[-1] += f" ({', '.join(kinds)})"
         rates = [f"{self.rate_hz:.1f} Hz"]
         if self.publishes_packets:
             counts.append(f"{self.packet_messages} packet messages")

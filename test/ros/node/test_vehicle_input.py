@@ -157,3 +157,26 @@ def test_sensor_kit_and_sensor_model_together_are_refused(tmp_path: Path) -> Non
         )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "sensor_kit and sensor_model exclude each other" in done.stderr + done.stdout
+
+
+def test_a_kits_calibration_is_found_beside_the_kit_shipped_or_refused(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from gpu_euclidean_cluster.ros.parameters.velodyne_options import kit_calibration
+
+    folder = tmp_path / "kit"
+    (folder / "calib").mkdir(parents=True)
+    own = folder / "calib" / "VLP16.yaml"
+    own.write_text((REPO / "config" / "velodyne" / "VLP16.yaml").read_text())
+    document = yaml.safe_load((REPO / "config" / "sample_sensor_kit.yaml").read_text())
+    document["sensors"][1]["input"]["packets"]["calibration"] = "calib/VLP16.yaml"
+    document["sensors"][2]["input"]["packets"]["calibration"] = "missing.yaml"
+    path = folder / "kit.yaml"
+    path.write_text(yaml.safe_dump(document))
+    monkeypatch.chdir(tmp_path)  # not the kit's folder
+    kit = load_sensor_kit(path)
+    top, left, right = kit.sensors
+    assert kit_calibration(kit, left) == own  # beside the kit, whatever the working directory
+    assert kit_calibration(kit, top).name == "VLS128.yaml"  # shipped
+    with pytest.raises(ValueError, match=r"sensor right: calibration missing\.yaml not found"):
+        kit_calibration(kit, right)
