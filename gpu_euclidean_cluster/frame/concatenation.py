@@ -68,8 +68,10 @@ class ConcatenationGroup:
         sensors: every configured sensor (``input_topics`` order).
         sweeps: the sweeps that made it, in Autoware's join order.
         trigger: ``complete`` (every sensor), ``timeout`` or ``flush``.
-        outcome: ``published``, ``dropped_late`` (stamped before the newest published group) or
-            ``empty`` (no point in any sweep): only a published group is output, as in Autoware.
+        outcome: ``published`` or ``dropped_late`` (stamped before the newest published group):
+            only a published group is output, as in Autoware.
+        empty: no point in any of its sweeps (published all the same, as Autoware 2025+
+            publishes an empty cloud, its ``/diagnostics`` status an error).
         stamp_ns: the output stamp, the oldest of the sweeps' stamps.
         reference_ns, noise_window_ns: the matching reference and window (advanced); naive: the
             first arrival and 0.
@@ -81,6 +83,7 @@ class ConcatenationGroup:
     sweeps: tuple[Sweep, ...]
     trigger: str
     outcome: str
+    empty: bool
     stamp_ns: int
     reference_ns: int
     noise_window_ns: int
@@ -101,8 +104,13 @@ class ConcatenationGroup:
     def missing(self) -> tuple[str, ...]:
         return tuple(sensor for sensor in self.sensors if sensor not in self.stamps)
 
-    def diagnostic(self) -> tuple[int, str, tuple[tuple[str, str], ...]]:
-        """``(level, message, key-value pairs)`` of Autoware's ``/diagnostics`` status for it."""
+    def diagnostic(
+        self, processing_ms: float | None = None, now_ns: int | None = None
+    ) -> tuple[int, str, tuple[tuple[str, str], ...]]:
+        """``(level, message, key-value pairs)`` of Autoware's ``/diagnostics`` status for it,
+        its keys in Autoware's order; the run-time ones (``Processing time (ms)``, ``Pipeline
+        latency (ms)``, ``Latency (ms): <sensor>``) where ``processing_ms`` and ``now_ns`` are
+        given (an offline tool has none, as Autoware's own ROS-free builder)."""
         values = [("Concatenated pointcloud timestamp", format_stamp(self.stamp_ns))]
         if self.strategy == "advanced":
             for key, sign in (("Minimum", -1), ("Maximum", 1)):
@@ -111,21 +119,30 @@ class ConcatenationGroup:
         else:
             values.append(("First pointcloud arrival timestamp", format_stamp(self.reference_ns)))
         stamps = self.stamps
+        latency = {}
+        if now_ns is not None:
+            latency = {sensor: (now_ns - stamp) / 1e6 for sensor, stamp in stamps.items()}
+        if processing_ms is not None:
+            values.append(("Processing time (ms)", f"{processing_ms:.9f}"))
+        if latency:
+            values.append(("Pipeline latency (ms)", f"{max(latency.values()):.9f}"))
         for sensor in self.sensors:
             values.append((f"Concatenated: {sensor}", str(sensor in stamps)))
             if sensor in stamps:
                 values.append((f"Timestamp: {sensor}", format_stamp(stamps[sensor])))
+                if latency:
+                    values.append((f"Latency (ms): {sensor}", f"{latency[sensor]:.9f}"))
         missing = len(stamps) < len(self.sensors)
         values.append(("Pointcloud concatenation succeeded", str(not missing)))
-        message = "Concatenated pointcloud is published and includes all topics"
+        message = "OK"  # Autoware's diagnostics interface reports OK as "OK"
         if self.outcome == "dropped_late":
-            reason = "due to missing topics and because" if missing else "because"
-            message = f"{_DROPPED} {reason} its timestamp is earlier than the latest published one"
-        elif self.outcome == "empty":
+            reason = "due to missing topics and its" if missing else "due to its"
+            message = f"{_DROPPED} {reason} timestamp is earlier than the latest published one"
+        elif self.empty:
             message = "Concatenated pointcloud is empty"
         elif missing:
             message = "Concatenated pointcloud is published but misses some topics"
-        level = ERROR if missing or self.outcome != "published" else OK
+        level = ERROR if missing or self.empty or self.outcome != "published" else OK
         return level, message, tuple(values)
 
 
@@ -151,8 +168,8 @@ class _OpenGroup:
 class SweepCollector:
     """Groups sweeps by ``frame/time_sync.py``'s rules; the caller passes the time in.
 
-    ``point_count(payload)``, when given, tells a group whose sweeps hold no point (outcome
-    ``empty``, not published, as in Autoware).
+    ``point_count(payload)``, when given, tells a group whose sweeps hold no point (published,
+    ``empty``, its status an error, as in Autoware 2025+).
     """
 
     def __init__(
@@ -262,9 +279,9 @@ class SweepCollector:
         sweeps = group.sweeps
         stamp_ns = min(sweep.stamp_ns for sweep in sweeps.values())
         latest = self._latest_published_ns
-        if self._point_count and sum(self._point_count(s.payload) for s in sweeps.values()) == 0:
-            outcome = "empty"
-        elif (
+        count = self._point_count
+        empty = bool(count) and sum(count(s.payload) for s in sweeps.values()) == 0
+        if (
             stamp_ns < latest
             and not settings.publish_previous_but_late
             and latest - stamp_ns <= settings.rosbag_length_ns
@@ -280,6 +297,7 @@ class SweepCollector:
             sweeps=tuple(sweeps[name] for name in autoware_join_order(tuple(sweeps))),
             trigger=trigger,
             outcome=outcome,
+            empty=empty,
             stamp_ns=stamp_ns,
             reference_ns=group.reference_ns,
             noise_window_ns=group.noise_window_ns,

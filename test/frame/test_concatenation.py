@@ -65,7 +65,7 @@ def test_advanced_groups_offset_stamps_and_publishes_when_all_arrived():
     assert group.stamps == {RIGHT: T0, TOP: T0 + 17 * MS, LEFT: T0 + 13 * MS}
     assert [sweep.payload for sweep in group.sweeps] == ["l", "t", "r"]  # reverse arrival
     level, message, values = group.diagnostic()
-    assert (level, message) == (OK, "Concatenated pointcloud is published and includes all topics")
+    assert (level, message) == (OK, "OK")  # Autoware's diagnostics interface says OK as "OK"
     assert values[:3] == (
         ("Concatenated pointcloud timestamp", "1614315746.338000000"),
         ("Minimum reference timestamp", "1614315746.328000000"),
@@ -130,7 +130,7 @@ def test_a_late_sweep_stamped_before_the_published_group_is_dropped():
     assert alone.outcome == "dropped_late" and kinds(out) == [(DROPPED_LATE, (RIGHT,))]
     level, message, _ = alone.diagnostic()
     assert level == ERROR and message.startswith(
-        "Concatenated pointcloud was dropped due to missing topics and because its timestamp"
+        "Concatenated pointcloud was dropped due to missing topics and its timestamp"
     )
 
 
@@ -207,16 +207,38 @@ def test_older_groups_are_dropped_unless_a_replay_restarted(late_allowed, expect
     assert complete(T0 - 35_000 * MS, A + 20 * MS) == expected  # 5 s older than the last one
 
 
-def test_an_empty_group_is_not_published_and_moves_nothing():
+def test_an_empty_group_is_published_with_an_error_status():
+    """Autoware 2025+ publishes an empty cloud when every source is empty; its status is an
+    error ("Concatenated pointcloud is empty"), and a later group stamped before it is late."""
     collector = SweepCollector(NAIVE, point_count=len)
     for k, sensor in enumerate(NAIVE.sensors):
         out = collector.add(sensor, T0 + 10 * MS, A + k, [])
     (group,) = out.groups
-    assert group.outcome == "empty"
+    assert group.outcome == "published" and group.empty
     assert group.diagnostic()[:2] == (ERROR, "Concatenated pointcloud is empty")
     for k, sensor in enumerate(NAIVE.sensors):
         out = collector.add(sensor, T0 + 5 * MS, A + 10 + k, [1])
-    assert out.groups[0].outcome == "published"
+    assert out.groups[0].outcome == "dropped_late" and not out.groups[0].empty
+
+
+def test_the_run_time_keys_follow_autowares_order():
+    collector = SweepCollector(NAIVE, point_count=len)
+    for k, sensor in enumerate(NAIVE.sensors[:-1]):
+        collector.add(sensor, T0 + k * MS, A + k, [1])
+    (group,) = collector.flush(A + 5 * MS).groups
+    _, _, values = group.diagnostic(processing_ms=0.25, now_ns=T0 + 30 * MS)
+    keys = [key for key, _ in values]
+    first, second = NAIVE.sensors[0], NAIVE.sensors[1]
+    assert keys[:4] == [
+        "Concatenated pointcloud timestamp",
+        "First pointcloud arrival timestamp",
+        "Processing time (ms)",
+        "Pipeline latency (ms)",
+    ]
+    assert keys[4:7] == [f"Concatenated: {first}", f"Timestamp: {first}", f"Latency (ms): {first}"]
+    assert f"Latency (ms): {second}" in keys and keys[-1] == "Pointcloud concatenation succeeded"
+    assert dict(values)["Pipeline latency (ms)"] == f"{30.0:.9f}"  # the oldest sweep's
+    assert dict(values)["Processing time (ms)"] == f"{0.25:.9f}"
 
 
 def test_bad_input_is_refused_in_one_line():

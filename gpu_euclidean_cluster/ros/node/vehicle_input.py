@@ -113,9 +113,11 @@ def subscribe_vehicle(
     reporter = _Reporter(node)
     concatenated = node.create_publisher(PointCloud2, CONCATENATED_TOPIC, qos)
 
-    def handle(output: VehicleOutput) -> None:
+    def handle(output: VehicleOutput, started: float) -> None:
+        """``output`` of a call that began at ``time.perf_counter()`` ``started``."""
         received = clock()
-        reporter.report(output)
+        processing_ms = (time.perf_counter() - started) * 1e3
+        reporter.report(output, processing_ms, node.get_clock().now().nanoseconds)
         for joined in output.clouds:
             sweep = SweepCloud(joined.cloud, joined.stamp_ns, joined.frame_id)
             on_sweep(sweep, received)
@@ -127,14 +129,14 @@ def subscribe_vehicle(
 
     def receive(sensor: str, packets: bool) -> Callable[[bytes], None]:
         def take(cdr: bytes) -> None:
-            now = node.get_clock().now().nanoseconds
+            started, now = time.perf_counter(), node.get_clock().now().nanoseconds
             try:
                 if packets:
-                    handle(vehicle.feed_packets(sensor, cdr, now))
+                    handle(vehicle.feed_packets(sensor, cdr, now), started)
                 else:
                     cloud, header = from_cdr(cdr)
                     stamp = header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
-                    handle(vehicle.feed_cloud(sensor, cloud, stamp, now))
+                    handle(vehicle.feed_cloud(sensor, cloud, stamp, now), started)
             except PacketsRefusedError as error:
                 on_error(error.kind, f"sensor {sensor}: VelodyneScan refused: {error}")
             except ValueError as error:
@@ -153,9 +155,16 @@ def subscribe_vehicle(
         subscriptions.append(
             node.create_subscription(kind, sensor.input.topic, take, qos, raw=True)
         )
-    node.create_timer(
-        POLL_PERIOD_S, lambda: handle(vehicle.poll(node.get_clock().now().nanoseconds))
-    )
+
+    def poll() -> None:
+        started = time.perf_counter()
+        try:
+            handle(vehicle.poll(node.get_clock().now().nanoseconds), started)
+        except Exception as error:  # a timer never stops the node either
+            reason = " ".join(str(error).split()) or "no message"
+            on_error("processing_error", f"concatenation: {type(error).__name__}: {reason}")
+
+    node.create_timer(POLL_PERIOD_S, poll)
     if vehicle.notice:
         node.get_logger().warning(vehicle.notice)
     return subscriptions
@@ -172,13 +181,15 @@ class _Reporter:
         self._events: Counter[str] = Counter()
         self._next_warning: dict[str, float] = {}
 
-    def report(self, output: VehicleOutput) -> None:
+    def report(self, output: VehicleOutput, processing_ms: float, now_ns: int) -> None:
+        """Log ``output``'s events and groups missing sensors; publish each group's status
+        (Autoware's keys, with the call's ``processing_ms`` and the latencies at ``now_ns``)."""
         for event in output.events:
             self._events[event.kind] += 1
             self._warn(event.kind, f"concatenation: {event.message}")
         for joined in output.clouds:
             group = joined.group
-            level, message, values = group.diagnostic()
+            level, message, values = group.diagnostic(processing_ms, now_ns)
             if group.missing:
                 missing = ", ".join(group.missing)
                 self._warn("missing", f"concatenation: joined without {missing} ({message})")

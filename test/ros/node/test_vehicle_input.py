@@ -143,6 +143,11 @@ def test_three_lidars_packets_become_joined_clouds_with_the_librarys_clusters(
         labels = euclidean_cluster(xyz, 0.5, backend="cpu").labels
         assert np.array_equal(got["cluster_id"], labels)
     assert "concatenation: joined without right, left" in log, log
+    # each group's status on /diagnostics, with Autoware's keys: the solo group's an error
+    groups = [d for d in recorder.diagnostics if "Pointcloud concatenation succeeded" in d]
+    assert any(d["Pointcloud concatenation succeeded"] == "False" for d in groups), groups
+    complete = [d for d in groups if d["Pointcloud concatenation succeeded"] == "True"]
+    assert complete and all("Latency (ms): left" in d for d in complete), groups
     assert "no twist is given" in log, log  # the sample kit asks for motion compensation
 
 
