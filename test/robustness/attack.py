@@ -749,8 +749,10 @@ def build_cases(
 
 
 #: The launcher of each case's process (``python -S -c LAUNCHER LIMIT REPORT COMMAND...``): a
-#: fresh, small process that forks the command, sets its address-space limit, forwards SIGINT and
-#: SIGTERM to it, and writes its ``wait4`` peak RSS (KiB) to the file REPORT. A process forked
+#: fresh, small process that forks the command (SIGINT and SIGTERM at their defaults, as a shell
+#: starts it, even where the harness runs as a background job that ignores SIGINT), sets its
+#: address-space limit, forwards SIGINT and SIGTERM to it, and writes its ``wait4`` peak RSS (KiB)
+#: to the file REPORT. A process forked
 #: straight from pytest would start with pytest's resident pages as its own (a late test in a long
 #: session: hundreds of MB), and Linux keeps that peak across ``exec``; forked from the launcher,
 #: the command's peak is its own.
@@ -759,6 +761,8 @@ import os, resource, signal, sys
 limit, report, *command = sys.argv[1:]
 pid = os.fork()
 if pid == 0:
+    for signum in (signal.SIGINT, signal.SIGTERM):  # as a user's shell starts it, whatever
+        signal.signal(signum, signal.SIG_DFL)        # the harness ignores (a background job)
     if int(limit):
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
     try:
