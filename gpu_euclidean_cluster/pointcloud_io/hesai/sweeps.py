@@ -33,6 +33,7 @@ What the decoder checks, before any work, each refusal a :class:`.packets.Packet
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,7 @@ from .calibration import HesaiCalibration, HesaiCorrection, check_calibration_mo
 from .packets import (
     POINT_DTYPE,
     BlockGroups,
+    DecodedReturns,
     PacketFields,
     PacketsRefusedError,
     block_groups,
@@ -84,6 +86,11 @@ class SweepDecoder:
     Args:
         calibration: the model's calibration (a CSV's, or the AT128's ``.dat``).
         settings: decoder settings.
+        decode_with: decodes the kept returns of a call's packets, ``(packets, fields,
+            groups, keep_channel) -> DecodedReturns`` as :func:`.packets.decode_returns`
+            gives them; None: that function, on the CPU. The CUDA twin's
+            (``cuda/codecs/hesai.py``, ``hesai_sweep_decoder``) decodes on the GPU, the cutting
+            stays here.
 
     Raises:
         CalibrationError: the calibration is not the model's kind or channel count.
@@ -91,6 +98,7 @@ class SweepDecoder:
 
     calibration: HesaiCalibration | HesaiCorrection
     settings: DecoderSettings
+    decode_with: Callable[..., DecodedReturns] | None = None
     _cutter: CutterState | None = field(default=None, init=False)
     _stamps: list[int] = field(default_factory=lambda: [0, 0], init=False)
     _pending: list[list[np.ndarray]] = field(default_factory=lambda: [[], []], init=False)
@@ -154,7 +162,7 @@ class SweepDecoder:
                 f"with these {count} packets, the next ones open a new stream",
             )
         try:
-            sweeps = self._assemble(fields, groups, cut)
+            sweeps = self._assemble(packets, fields, groups, cut)
         except BaseException:
             self.restart()
             raise
@@ -163,10 +171,16 @@ class SweepDecoder:
         self._held = count - last_emit - 1 + (0 if emits else self._held)
         return sweeps
 
-    def _assemble(self, fields: PacketFields, groups: BlockGroups, cut: Cut) -> list[Sweep]:
+    def _assemble(
+        self, packets: np.ndarray, fields: PacketFields, groups: BlockGroups, cut: Cut
+    ) -> list[Sweep]:
         """Rules 2 and 3: the returns into buffers, stamped; the emitted buffers as sweeps."""
         model = self.settings.sensor
-        decoded = decode_returns(fields, groups, cut.keep_channel, self.settings, self._corrector)
+        if self.decode_with is None:
+            keep = cut.keep_channel
+            decoded = decode_returns(fields, groups, keep, self.settings, self._corrector)
+        else:
+            decoded = self.decode_with(packets, fields, groups, cut.keep_channel)
         point_group = decoded.group
         buffer = cut.buffer[point_group, decoded.points["channel"].astype(np.int64)]
         stamped = [(g, b) for g, action, b in cut.events if action == STAMP]
