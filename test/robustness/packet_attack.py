@@ -202,7 +202,7 @@ def packet_cases(
 class _Driver:
     """The driver's rclpy side: publishes scans to the node, records its clouds and reports."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, expect: Sequence[str]) -> None:
         import threading
 
         import rclpy
@@ -218,6 +218,9 @@ class _Driver:
         qos = QoSProfile(depth=2, reliability=ReliabilityPolicy.RELIABLE)
         self.publisher = self.node.create_publisher(VelodyneScan, "input/packets", qos)
         self.clouds = 0
+        #: the refusals of the expected kinds the node's /diagnostics counted (per kind:
+        #: ``frames_rejected_<kind>``)
+        self.expect = tuple(expect)
         self.rejected = 0
         self.node.create_subscription(PointCloud2, "output/labeled_points", self._cloud, 10)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._report, 10)
@@ -231,7 +234,8 @@ class _Driver:
 
     def _report(self, message: object) -> None:
         values = {kv.key: kv.value for kv in message.status[0].values}  # type: ignore[attr-defined]
-        self.rejected = max(self.rejected, int(values.get("frames_rejected_malformed", 0)))
+        counted = sum(int(values.get(f"frames_rejected_{kind}", 0)) for kind in self.expect)
+        self.rejected = max(self.rejected, counted)
 
     def publish(self, raw: bytes) -> None:
         import rclpy
@@ -271,7 +275,7 @@ def drive(messages: Path, namespace: str, backend: str, expect: Sequence[str]) -
             log.seek(0)
             return log.read().decode("utf-8", "replace")
 
-        driver = _Driver(namespace)
+        driver = _Driver(namespace, expect)
         try:
             why = _feed(driver, node, messages, expect, output)
         finally:
