@@ -104,6 +104,7 @@ setup(
         ),
         # nebula's calibration and sensor parameter files (Apache-2.0, LICENSE and NOTICE beside)
         (f"share/{PACKAGE}/config/velodyne", glob("config/velodyne/*")),
+        (f"share/{PACKAGE}/config/hesai", glob("config/hesai/*")),
     ],
     # rosbags: its readers' decompressors are wrapped with bounded ones (pointcloud_io/bag_chunks)
     install_requires=[

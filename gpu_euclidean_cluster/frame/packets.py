@@ -13,6 +13,13 @@ message of more packets than two rotations of the model at 300 RPM, packets of a
 (their product id), and a sweep that would grow past that budget are refused before any work
 (``PacketsRefusedError``); a message that is not a ``VelodyneScan`` is refused by its CDR parse,
 which never copies the packets.
+
+Hesai packets (``pandar_msgs/msg/PandarScan``) go through :class:`HesaiPacketSweeps` the same
+way, decoded by the CPU :class:`~..pointcloud_io.hesai.SweepDecoder` on every backend for now:
+with the CUDA backend its sweep is a host payload that the frame codec copies to the device, as
+a received cloud's. Its refusals are the Hesai decoder's (``pointcloud_io/hesai/packets.py``:
+another model's or a wrong-sized packet, a scan without packets, over the budget), and a message
+that is not a ``PandarScan`` is refused by its CDR parse (``HesaiCdrError``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..clusterer import Backend
+from ..pointcloud_io import hesai
 from ..pointcloud_io.pointcloud2 import RawCloud, from_structured
 from ..pointcloud_io.velodyne import (
     POINT_DTYPE,
@@ -97,6 +105,43 @@ class PacketSweeps:
         return [
             SweepCloud(sweep_cloud(sweep.points), sweep.stamp_ns, frame_id)
             for sweep in self._decoder.feed(scan.packets, scan.packet_seconds)
+        ]
+
+
+class HesaiPacketSweeps:
+    """Cuts a stream of serialized ``PandarScan`` messages into sweeps (nebula's rules), on the
+    CPU whatever the backend (see the module docstring)."""
+
+    def __init__(self, calibration_file: str | Path, settings: hesai.DecoderSettings) -> None:
+        """Load the calibration now, so that a bad file fails at start-up.
+
+        Args:
+            calibration_file: nebula's calibration of the model (a CSV; the AT128's ``.dat``).
+            settings: Hesai decoder settings.
+
+        Raises:
+            hesai.CalibrationError: the calibration file is missing, malformed, or not the
+                model's (another kind or channel count).
+        """
+        self.settings = settings
+        calibration = hesai.load_for_model(calibration_file, settings.sensor)
+        self._decoder = hesai.SweepDecoder(calibration, settings)
+
+    def feed(self, cdr: bytes | memoryview) -> list[SweepCloud]:
+        """Decode one serialized message's packets; the sweeps they complete (often none).
+
+        Raises:
+            hesai.HesaiCdrError: the bytes are not a ``PandarScan``.
+            hesai.PacketsRefusedError: see the module docstring; nothing decoded.
+        """
+        return self.feed_scan(hesai.scan_from_cdr(cdr))
+
+    def feed_scan(self, scan: hesai.PandarScanMessage) -> list[SweepCloud]:
+        """:meth:`feed` for a scan already parsed."""
+        frame_id = scan.frame_id or self.settings.frame_id
+        return [
+            SweepCloud(sweep_cloud(sweep.points), sweep.stamp_ns, frame_id)
+            for sweep in self._decoder.feed(scan.packets, scan.sizes)
         ]
 
 

@@ -211,8 +211,8 @@ def test_every_node_parameter_sets_a_field_it_names_and_every_field_has_one():
     assert start_up == {
         "backend", "device_id", "qos_depth", "qos_reliability", "sensor_model",
         "calibration_file", "return_mode", "scan_phase", "cloud_min_angle", "cloud_max_angle",
-        "sensor_min_range", "sensor_max_range", "azimuth_timing", "sensor_kit",
-        "ring_outlier_filter",
+        "sensor_min_range", "sensor_max_range", "azimuth_timing", "cut_angle",
+        "dual_return_distance_threshold", "sensor_kit", "ring_outlier_filter",
     }  # fmt: skip
 
 

@@ -522,23 +522,26 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec(
         "sensor_model",
         "",
-        "Velodyne model whose raw packets (velodyne_msgs/VelodyneScan) arrive on input/packets: "
-        "VLP16, VLP32, VLS128, HDL32 or HDL64; empty: no packet input. Decoded as Autoware's "
-        "driver (nebula) decodes them; needs velodyne_msgs.",
+        "LiDAR model whose raw packets arrive on input/packets: a Velodyne (VLP16, VLP32, VLS128, "
+        "HDL32, HDL64; velodyne_msgs/VelodyneScan) or a Hesai (Pandar40P, Pandar64, PandarQT64, "
+        "PandarQT128, PandarXT16, PandarXT32, PandarXT32M, PandarAT128, Pandar128E4X; "
+        "pandar_msgs/PandarScan, decoded on the CPU); empty: no packet input. Decoded as "
+        "Autoware's driver (nebula) decodes them; needs the message package.",
         read_only=True,
     ),
     ParameterSpec(
         "calibration_file",
         "",
-        "nebula-format calibration YAML of the sensor; empty: nebula's file for sensor_model, "
-        "shipped in config/velodyne (HDL64 has none: nebula ships an S2 and an S3 file).",
+        "nebula-format calibration of the sensor (Velodyne: YAML; Hesai: CSV, the AT128's .dat); "
+        "empty: nebula's file for sensor_model, shipped in config/velodyne or config/hesai "
+        "(HDL64 has none: nebula ships an S2 and an S3 file).",
         read_only=True,
     ),
     ParameterSpec(
         "return_mode",
         "Dual",
-        "Packet input: the sensor's return mode, as nebula names it (SingleFirst, "
-        "SingleStrongest, SingleLast, Dual).",
+        "Packet input: the sensor's return mode, as nebula names it (Velodyne: SingleFirst, "
+        "SingleStrongest, SingleLast, Dual; Hesai: the model's, e.g. Dual, LastStrongest).",
         read_only=True,
     ),
     ParameterSpec(
@@ -561,6 +564,22 @@ PARAMETERS: tuple[ParameterSpec, ...] = (
         "Packet input: last azimuth (whole degrees) kept in a sweep, as nebula's.",
         read_only=True,
         bounds=(0, 360),
+    ),
+    ParameterSpec(
+        "cut_angle",
+        0.0,
+        "Packet input, Hesai: azimuth (degrees) where a sweep is cut, as nebula's cut_angle "
+        "(inside the cloud angles, not at their start).",
+        read_only=True,
+        bounds=(0.0, 360.0),
+    ),
+    ParameterSpec(
+        "dual_return_distance_threshold",
+        0.1,
+        "Packet input, Hesai: a return of a multi-return firing within this distance (m) of "
+        "another is dropped, as nebula's.",
+        read_only=True,
+        bounds=(0.01, 0.5),
     ),
     ParameterSpec(
         "sensor_min_range",

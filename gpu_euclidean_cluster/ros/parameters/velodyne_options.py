@@ -19,6 +19,14 @@ files of at most
 :data:`~gpu_euclidean_cluster.pointcloud_io.velodyne.calibration.MAX_CALIBRATION_BYTES` (a FIFO,
 a device or a huge file is refused, not read).
 
+A Hesai ``--sensor-model`` (nebula's names: :func:`~.hesai_options.is_hesai_model`) decodes
+``pandar_msgs/msg/PandarScan`` topics instead, with nebula's default settings of that model
+(``pointcloud_io/hesai/sensors.py``: ``COMMON_DEFAULTS``, ``PARAM_DEFAULTS``) overridden by the
+options given (``--return-mode``, ``--frame-id``, ``--min-range``, ``--max-range``,
+``--cloud-min-angle``, ``--cloud-max-angle``; ``--scan-phase``, ``--azimuth-timing`` and
+``--sensor-params`` are Velodyne's and refused), and ``--calibration`` or the model's file shipped
+in ``config/hesai/``.
+
 The calibration file is ``--calibration`` if given, else the parameter file's ``calibration_file``
 (when the file names the same model), else the model's file among nebula's calibration files
 shipped in ``config/velodyne/`` (see :func:`calibration_dirs`). A ``$(find-pkg-share PKG)``
@@ -35,6 +43,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...pointcloud_io import hesai
+from ...pointcloud_io.hesai.sensors import COMMON_DEFAULTS, PARAM_DEFAULTS
 from ...pointcloud_io.sensor_kit import Sensor, SensorKit
 from ...pointcloud_io.velodyne.calibration import CalibrationError, read_calibration_text
 from ...pointcloud_io.velodyne.sensors import (
@@ -46,10 +56,13 @@ from ...pointcloud_io.velodyne.sensors import (
     sensor_model,
 )
 from ..ament_prefix import package_share
+from .hesai_options import CHECKOUT_HESAI_DIR, is_hesai_model, shipped_hesai_calibration
 from .option_values import frame_id_problem
 from .specs import SPECS
 
 PACKAGE = "gpu_euclidean_cluster"
+#: The options of Velodyne settings that a Hesai model refuses.
+VELODYNE_ONLY = ("scan_phase", "azimuth_timing")
 #: nebula's calibration files in a checkout (and an editable install) of this package.
 CHECKOUT_CALIBRATION_DIR = Path(__file__).resolve().parents[3] / "config" / "velodyne"
 #: where ``setup.py`` installs them, below the installation prefix.
@@ -243,14 +256,26 @@ def _param_calibration(text: str, params_file: Path) -> Path:
 
 @dataclass(frozen=True)
 class PacketDecoding:
-    """Resolved decoding of Velodyne packet topics: decoder settings and calibration file."""
+    """Resolved decoding of packet topics: decoder settings (Velodyne's or Hesai's) and
+    calibration file."""
 
-    settings: DecoderSettings
+    settings: DecoderSettings | hesai.DecoderSettings
     calibration_file: Path
+
+    @property
+    def is_hesai(self) -> bool:
+        """Whether the settings are a Hesai model's (``PandarScan`` topics)."""
+        return isinstance(self.settings, hesai.DecoderSettings)
 
     def describe(self) -> str:
         """One line for the start-up message."""
         s = self.settings
+        if isinstance(s, hesai.DecoderSettings):
+            return (
+                f"{s.model}, calibration {self.calibration_file}, return mode {s.return_mode}, "
+                f"frame {s.frame_id}, range {s.min_range:g}-{s.max_range:g} m, cut angle "
+                f"{s.cut_angle:g} deg, cloud angles {s.cloud_min_angle}-{s.cloud_max_angle} deg"
+            )
         return (
             f"{s.model}, calibration {self.calibration_file}, return mode {s.return_mode}, "
             f"frame {s.frame_id}, range {s.min_range:g}-{s.max_range:g} m, scan phase "
@@ -286,12 +311,18 @@ class VelodyneOptions:
     azimuth_timing: str | None = None
 
     def __post_init__(self) -> None:
-        if self.sensor_model is not None:
+        hesai_model = self.sensor_model is not None and is_hesai_model(self.sensor_model)
+        if hesai_model:
+            model = hesai.sensor_model(self.sensor_model, SETTING_OPTIONS["model"]).name
+            object.__setattr__(self, "sensor_model", model)
+        elif self.sensor_model is not None:
             model = sensor_model(self.sensor_model, SETTING_OPTIONS["model"]).name
             object.__setattr__(self, "sensor_model", model)
         for name in DECODER_SETTINGS:
             value = getattr(self, name)
-            if value is not None and (problem := setting_problem(name, value)):
+            if value is None or (hesai_model and name == "return_mode"):  # the model's own
+                continue
+            if problem := setting_problem(name, value):
                 raise ValueError(f"{SETTING_OPTIONS[name]} {problem}, got {value!r}")
 
     def resolve(self) -> PacketDecoding:
@@ -302,6 +333,8 @@ class VelodyneOptions:
                 file, a bad parameter file, or settings that keep no return; the message is one
                 line naming the option (or the parameter file's key).
         """
+        if self.sensor_model is not None and is_hesai_model(self.sensor_model):
+            return self._resolve_hesai(self.sensor_model)
         params = read_sensor_params(self.sensor_params) if self.sensor_params else {}
         file_model = None
         if "sensor_model" in params:
@@ -332,6 +365,42 @@ class VelodyneOptions:
                 f"Velodyne decoder settings: {error.naming(_default_names(names))}"
             ) from None
         return PacketDecoding(settings, self._calibration_file(model, params, file_model))
+
+    def _resolve_hesai(self, model: str) -> PacketDecoding:
+        """:meth:`resolve` for a Hesai model (see the module docstring)."""
+        refused = [SETTING_OPTIONS[key] for key in VELODYNE_ONLY if getattr(self, key) is not None]
+        if self.sensor_params is not None:
+            refused.append("--sensor-params")
+        if refused:
+            raise ValueError(
+                f"--sensor-model {model} is a Hesai model: {', '.join(refused)} apply to "
+                "Velodyne models only (give a Hesai model's settings as options)"
+            )
+        values = {**COMMON_DEFAULTS, **PARAM_DEFAULTS.get(model, {})}
+        names: dict[str, str] = {}
+        for key in DECODER_SETTINGS:
+            if key not in VELODYNE_ONLY and getattr(self, key) is not None:
+                values[key] = getattr(self, key)
+                names[key] = SETTING_OPTIONS[key]
+        try:
+            settings = hesai.DecoderSettings(model=model, **values)
+        except hesai.DecoderSettingsError as error:
+            defaults = {key: f"nebula's default {key}" for key in values}
+            raise ValueError(
+                f"Hesai decoder settings: {error.naming({**defaults, **names})}"
+            ) from None
+        if self.calibration is not None:
+            path = self.calibration.expanduser()
+            if not path.exists():
+                raise ValueError(f"calibration file not found: {path} (--calibration)")
+            return PacketDecoding(settings, path)
+        found = shipped_hesai_calibration(model)
+        if found is None:
+            raise ValueError(
+                f"calibration file of {model} not found (looked in {CHECKOUT_HESAI_DIR} and "
+                "<prefix>/share/gpu_euclidean_cluster/config/hesai): give --calibration FILE"
+            )
+        return PacketDecoding(settings, found)
 
     def _calibration_file(
         self, model: str, params: dict[str, object], file_model: str | None

@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...core.units import NS_PER_S
+from ...pointcloud_io import hesai
 from ...pointcloud_io.bags import BagError
+from ...pointcloud_io.hesai.bags import PANDAR_SCAN
 from ...pointcloud_io.pointcloud2 import check_layout, from_cdr
 from ...pointcloud_io.velodyne.cdr import scan_from_cdr, scan_to_cdr
 from ..parameters.option_values import one_line
@@ -119,7 +121,7 @@ def check_declared_types(bag: BagFiles, clouds: Sequence[str], packets: Sequence
                 cloud, _ = from_cdr(part.to_cdr(connection, raw))
                 check_layout(cloud)
             else:
-                _check_scan(scan_cdr(part.is_ros1, raw))
+                _check_scan(scan_cdr(part.is_ros1, raw, connection.msgtype), connection.msgtype)
         except Exception as error:  # the parsers' errors, rosbags' on converting ROS 1 bytes
             raise BagError(
                 f"topic {topic} declares {connection.msgtype}, but its first message (bag time "
@@ -127,12 +129,15 @@ def check_declared_types(bag: BagFiles, clouds: Sequence[str], packets: Sequence
             ) from None
 
 
-def _check_scan(cdr: bytes) -> None:
-    """Raise ValueError unless ``cdr`` is a VelodyneScan whose packets fill it."""
-    scan = scan_from_cdr(cdr)
-    expected = len(scan_to_cdr(scan))
+def _check_scan(cdr: bytes, msgtype: str) -> None:
+    """Raise ValueError unless ``cdr`` is a VelodyneScan (a PandarScan: ``msgtype``) whose
+    packets fill it."""
+    if msgtype == PANDAR_SCAN:
+        pandar = hesai.scan_from_cdr(cdr)
+        count, expected = len(pandar.packets), len(hesai.scan_to_cdr(pandar))
+    else:
+        scan = scan_from_cdr(cdr)
+        count, expected = len(scan.packets), len(scan_to_cdr(scan))
     if abs(len(cdr) - expected) > PADDING_BYTES:
-        raise ValueError(
-            f"{len(cdr)} bytes, where a VelodyneScan of {len(scan.packets)} packets takes "
-            f"{expected}"
-        )
+        name = msgtype.rpartition("/")[2]
+        raise ValueError(f"{len(cdr)} bytes, where a {name} of {count} packets takes {expected}")

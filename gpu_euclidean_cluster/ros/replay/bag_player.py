@@ -7,9 +7,10 @@ byte level (``header.seq`` dropped) by
 (``velodyne_msgs/msg/VelodyneScan``) are played by :mod:`.packet_player` as ``--packets`` says:
 their recorded messages, each at its bag time, and/or the PointCloud2 sweeps decoded from them, a
 sweep at the bag time of the packet message that completed it; all merged in time order with the
-PointCloud2 messages. With a sensor kit (``--sensor-kit``) each packet topic is decoded with its
-sensor's settings, and ``--concatenate`` puts the joined vehicle clouds into the same stream, each
-at the bag time its group closed (:mod:`.sensor_kit_player`). A bag whose ``metadata.yaml``
+PointCloud2 messages; Hesai packet topics (``pandar_msgs/msg/PandarScan``) alike. With a sensor
+kit (``--sensor-kit``) each packet topic is decoded with its sensor's settings, and
+``--concatenate`` puts the joined vehicle clouds into the same stream, each at the bag time its
+group closed (:mod:`.sensor_kit_player`). A bag whose ``metadata.yaml``
 rosbags refuses is read through its storage files (:mod:`.bag_files`). Before anything is
 published, the bag's messages (not its claims) say where the schedule starts, which messages are
 skipped, and whether each topic holds the type it declares (:mod:`.bag_checks`).
@@ -48,12 +49,12 @@ from sensor_msgs.msg import PointCloud2
 
 from ...core.units import NS_PER_S
 from ...pointcloud_io.bags import POINTCLOUD2, BagError, BagMessage
-from ...pointcloud_io.velodyne.bags import VELODYNE_SCAN
 from ...tools.progress import ProgressBar
 from ..qos import reliability_policy
 from .bag_checks import check_declared_types, negative_stamp_notes, plan_segment, spans_instant
 from .bag_files import BagFiles
 from .packet_player import (
+    PACKET_TYPES,
     PacketMessage,
     PacketPlan,
     PacketStream,
@@ -90,20 +91,23 @@ CLOUD, PACKETS, SWEEPS, JOINED = "cloud", "packets", "sweeps", "joined"
 
 
 def select_topics(bag: BagFiles, requested: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """The PointCloud2 and the VelodyneScan topics to play; default: all of either type.
+    """The PointCloud2 and the packet topics (VelodyneScan or PandarScan) to play; default: all
+    of those types.
 
     Raises:
         BagError: a requested topic is absent (the message lists those present) or of another
-            type, or the bag holds neither type.
+            type, the bag holds none of the types, or the packet topics are of both sensor
+            lines (one replay plays one).
     """
     topics = bag.topics
     listing = ", ".join(f"{t.name} ({t.msgtype})" for t in topics.values()) or "none"
-    playable = (POINTCLOUD2, VELODYNE_SCAN)
+    playable = (POINTCLOUD2, *PACKET_TYPES)
     if not requested:
         chosen = [name for name, topic in topics.items() if topic.msgtype in playable]
         if not chosen:
             raise BagError(
-                f"no {POINTCLOUD2} topic (nor {VELODYNE_SCAN}) in {bag.path}; topics: {listing}"
+                f"no {POINTCLOUD2} topic (nor {' nor '.join(PACKET_TYPES)}) in {bag.path}; "
+                f"topics: {listing}"
             )
     else:
         chosen = list(dict.fromkeys(requested))
@@ -113,10 +117,15 @@ def select_topics(bag: BagFiles, requested: tuple[str, ...]) -> tuple[list[str],
             if topics[name].msgtype not in playable:
                 raise BagError(
                     f"topic {name} has type {topics[name].msgtype}, not {POINTCLOUD2} "
-                    f"(or {VELODYNE_SCAN})"
+                    f"(or {' or '.join(PACKET_TYPES)})"
                 )
     clouds = [name for name in chosen if topics[name].msgtype == POINTCLOUD2]
-    packets = [name for name in chosen if topics[name].msgtype == VELODYNE_SCAN]
+    packets = [name for name in chosen if topics[name].msgtype in PACKET_TYPES]
+    if len({topics[name].msgtype for name in packets}) > 1:
+        raise BagError(
+            f"packet topics of both {' and '.join(PACKET_TYPES)}: play one sensor line at a time "
+            "(--topics)"
+        )
     return clouds, packets
 
 
@@ -159,18 +168,17 @@ class BagPlayer:
         self.plan: PacketPlan | None = None
         self.packets: PacketStream | None = None
         if self.packet_topics:
+            msgtype = bag.topics[self.packet_topics[0]].msgtype
             kit_decodings = None if self.kit_plan is None else self.kit_plan.decodings
             try:
-                self.plan = packet_plan(options, self.packet_topics, kit_decodings)
+                self.plan = packet_plan(options, self.packet_topics, kit_decodings, msgtype)
                 self.packets = PacketStream(
-                    bag.path, self.packet_topics, self.plan.raw, self.plan.decodings, note
+                    bag.path, self.packet_topics, self.plan.raw, self.plan.decodings, note, msgtype
                 )
             except BagError:
                 raise
             except ValueError as error:
-                raise BagError(
-                    f"{', '.join(self.packet_topics)} ({VELODYNE_SCAN}): {error}"
-                ) from None
+                raise BagError(f"{', '.join(self.packet_topics)} ({msgtype}): {error}") from None
         #: output name and message type of each publisher, in the order of the start-up line
         self.outputs = self._outputs()
         #: the notes on the messages skipped (stamped before bag time 0)

@@ -22,6 +22,12 @@ Autoware's name for the decoded cloud (:func:`decoded_topic`): the packets topic
 ``pointcloud_raw_ex`` (nebula publishes ``velodyne_points``, which Autoware's launch remaps).
 
 With ``both``, a message goes out first, then the sweeps it completes.
+
+Hesai packet topics (``pandar_msgs/msg/PandarScan``, a Hesai ``--sensor-model``) are played the
+same way: as recorded where ``pandar_msgs`` is importable, and decoded by the CPU
+:class:`~gpu_euclidean_cluster.pointcloud_io.hesai.SweepDecoder` (each packet with its ``size``),
+each sweep stamped as nebula's Hesai driver stamps it (the same truncation) on the same
+``pointcloud_raw_ex`` name. A bag's packet topics are of one sensor line.
 """
 
 from __future__ import annotations
@@ -34,7 +40,12 @@ from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import Header
 
 from ...core.units import NS_PER_S
+from ...pointcloud_io import hesai
 from ...pointcloud_io.bags import BagError
+from ...pointcloud_io.hesai.bags import PANDAR_SCAN
+from ...pointcloud_io.hesai.calibration import (
+    check_calibration_model as check_hesai_calibration_model,
+)
 from ...pointcloud_io.pointcloud2 import from_structured
 from ...pointcloud_io.velodyne import (
     Sweep,
@@ -54,6 +65,8 @@ from ..parameters.velodyne_options import PacketDecoding
 from .bag_files import BagFiles
 from .replay_options import ReplayOptions
 
+#: A packet topic's calibration: a Velodyne model's, or a Hesai model's (a CSV, the AT128's .dat).
+Calibration = VelodyneCalibration | hesai.HesaiCalibration | hesai.HesaiCorrection
 #: Autoware's name of the decoded cloud, in the namespace of the packets topic.
 AUTOWARE_CLOUD = "pointcloud_raw_ex"
 
@@ -71,7 +84,7 @@ def nebula_stamp_ns(stamp_s: float) -> int:
     return int(stamp_s * 1e9)
 
 
-def sweep_message(sweep: Sweep) -> bytes | PointCloud2:
+def sweep_message(sweep: Sweep | hesai.Sweep) -> bytes | PointCloud2:
     """What to publish for ``sweep``: its PointCloud2 as CDR bytes (a message object only where
     the byte encoder does not match this ROS 2 installation)."""
     header = Header(frame_id=sweep.frame_id)
@@ -108,12 +121,16 @@ class SweepMessage:
     topic: str
     timestamp_ns: int
     cdr: bytes | PointCloud2
-    sweep: Sweep
+    sweep: Sweep | hesai.Sweep
 
 
-def scan_cdr(ros1: bool, raw: bytes) -> bytes:
-    """A stored ``VelodyneScan`` as ROS 2 CDR: the bytes themselves, or ROS 1 bytes converted."""
-    return bytes(velodyne_typestore().ros1_to_cdr(raw, VELODYNE_SCAN)) if ros1 else raw
+def scan_cdr(ros1: bool, raw: bytes, msgtype: str = VELODYNE_SCAN) -> bytes:
+    """A stored ``VelodyneScan`` (or ``PandarScan``: ``msgtype``) as ROS 2 CDR: the bytes
+    themselves, or ROS 1 bytes converted."""
+    if not ros1:
+        return raw
+    store = hesai.pandar_typestore() if msgtype == PANDAR_SCAN else velodyne_typestore()
+    return bytes(store.ros1_to_cdr(raw, msgtype))
 
 
 def velodyne_scan_type() -> type:
@@ -133,6 +150,34 @@ def velodyne_scan_type() -> type:
     return VelodyneScan
 
 
+def pandar_scan_type() -> type:
+    """``pandar_msgs/msg/PandarScan``'s Python class, its type support loaded.
+
+    Raises:
+        ImportError: as :func:`velodyne_scan_type`.
+    """
+    from pandar_msgs.msg import PandarScan
+
+    if PandarScan._TYPE_SUPPORT is None:
+        PandarScan.__import_type_support__()
+    if PandarScan._TYPE_SUPPORT is None:
+        raise ImportError("pandar_msgs is importable but its type support libraries are not")
+    return PandarScan
+
+
+#: Each packet message type's Python class loader, its package's name and where to get it.
+SCAN_TYPES: dict[str, tuple[Callable[[], type], str, str]] = {
+    VELODYNE_SCAN: (
+        velodyne_scan_type,
+        "velodyne_msgs",
+        "install a ROS 2 distribution's ros-<distro>-velodyne-msgs",
+    ),
+    PANDAR_SCAN: (pandar_scan_type, "pandar_msgs", "install nebula's pandar_msgs"),
+}
+#: The packet message types a bag's packet topics may hold.
+PACKET_TYPES = tuple(SCAN_TYPES)
+
+
 @dataclass(frozen=True)
 class PacketPlan:
     """How a bag's packet topics are played (see :func:`packet_plan`).
@@ -140,7 +185,8 @@ class PacketPlan:
     Attributes:
         raw: the recorded messages are published (on the packets topics).
         decodings: how each topic is decoded into sweeps, by topic; empty: not decoded.
-        scan_type: ``VelodyneScan``'s class where ``raw``, else None.
+        scan_type: the packet message's class (``VelodyneScan``, ``PandarScan``) where ``raw``,
+            else None.
         notes: one-line notes on a default that could not be kept.
     """
 
@@ -154,8 +200,10 @@ def packet_plan(
     options: ReplayOptions,
     topics: Sequence[str],
     kit_decodings: Mapping[str, PacketDecoding] | None = None,
+    msgtype: str = VELODYNE_SCAN,
 ) -> PacketPlan:
-    """How the packet ``topics`` are played, given ``--packets`` (``options.packets``).
+    """How the packet ``topics`` (all of ``msgtype``: ``VelodyneScan`` or ``PandarScan``) are
+    played, given ``--packets`` (``options.packets``).
 
     The default, both, falls back to what can be played, with a note: the packets only when
     neither ``--sensor-model`` nor ``--sensor-params`` names the sensor (decoding needs it; an
@@ -164,22 +212,24 @@ def packet_plan(
     options.
 
     Raises:
-        ValueError: an explicit ``raw`` or ``both`` without ``velodyne_msgs``; decoding without
-            the sensor, with bad settings or without its calibration file
-            (:meth:`~..parameters.velodyne_options.VelodyneOptions.resolve`). One line each.
+        ValueError: an explicit ``raw`` or ``both`` without ``velodyne_msgs`` (``pandar_msgs``);
+            decoding without the sensor, with bad settings or without its calibration file
+            (:meth:`~..parameters.velodyne_options.VelodyneOptions.resolve`), or with a model
+            of the other sensor line. One line each.
     """
     mode = options.packets
     listed = ", ".join(topics)
     notes: list[str] = []
     scan_type = None
     missing = ""  # why the recorded messages cannot be published
+    load_type, package, install = SCAN_TYPES[msgtype]
     if mode != "decoded":
         try:
-            scan_type = velodyne_scan_type()
+            scan_type = load_type()
         except ImportError as error:
             missing = (
-                f"the velodyne_msgs Python package ({one_line(error)}): install a ROS 2 "
-                f"distribution's ros-<distro>-velodyne-msgs, or {BUILD_MESSAGE_PACKAGES}"
+                f"the {package} Python package ({one_line(error)}): {install}, or "
+                f"{BUILD_MESSAGE_PACKAGES}"
             )
             if mode is not None:
                 raise ValueError(
@@ -212,6 +262,12 @@ def packet_plan(
                     f"{error}; playing them as recorded instead needs {missing}"
                 ) from None
             raise
+        for decoding in decodings.values():
+            if decoding.is_hesai != (msgtype == PANDAR_SCAN):
+                raise ValueError(
+                    f"--sensor-model {decoding.settings.model} does not decode {msgtype} "
+                    "messages: give a model of that sensor line"
+                )
     return PacketPlan(
         raw=mode != "decoded", decodings=decodings, scan_type=scan_type, notes=tuple(notes)
     )
@@ -228,13 +284,15 @@ class PacketStream:
 
     Args:
         path: the bag (read through its own :class:`~.bag_files.BagFiles`, beside the player's).
-        topics: ``VelodyneScan`` topics; each gets its own decoder.
+        topics: ``VelodyneScan`` (or ``PandarScan``: ``msgtype``) topics; each gets its own
+            decoder.
         raw: yield the recorded messages (:class:`PacketMessage`).
         decoding: settings and calibration file, one for every topic or each topic's own (a
             topic left out is played, not decoded); each file is read here, once, and checked
             against the sensor model of every topic it decodes; None: no sweeps.
         note: takes the one-line note of each message the decoder refuses (at most
             :data:`REFUSALS_NOTED` a pass, then their count at the pass's end).
+        msgtype: the topics' message type.
 
     Raises:
         ValueError: a calibration file cannot be read, or is not the model's
@@ -248,8 +306,10 @@ class PacketStream:
         raw: bool,
         decoding: PacketDecoding | Mapping[str, PacketDecoding] | None,
         note: Callable[[str], None] = print,
+        msgtype: str = VELODYNE_SCAN,
     ) -> None:
         self.path = path
+        self.msgtype = msgtype
         self.topics = list(topics)
         self.raw = raw
         if isinstance(decoding, PacketDecoding):
@@ -259,18 +319,27 @@ class PacketStream:
             topic: decoding[topic] for topic in self.topics if decoding and topic in decoding
         }
         self.note = note
-        loaded: dict[Path, VelodyneCalibration] = {}
+        loaded: dict[Path, Calibration] = {}
         #: each decoded topic's calibration, read once per file
-        self.calibrations: dict[str, VelodyneCalibration] = {}
+        self.calibrations: dict[str, Calibration] = {}
         for topic, topic_decoding in self.decodings.items():
             file = topic_decoding.calibration_file
+            sensor = topic_decoding.settings.sensor
             if file not in loaded:
-                loaded[file] = load_calibration(file)
-            check_calibration_model(loaded[file], topic_decoding.settings.sensor)
+                hesai_model = isinstance(sensor, hesai.HesaiModel)
+                loaded[file] = (
+                    hesai.load_for_model(file, sensor) if hesai_model else load_calibration(file)
+                )
+            check_model = (
+                check_hesai_calibration_model
+                if isinstance(sensor, hesai.HesaiModel)
+                else check_calibration_model
+            )
+            check_model(loaded[file], sensor)
             self.calibrations[topic] = loaded[file]
 
     @property
-    def calibration(self) -> VelodyneCalibration | None:
+    def calibration(self) -> Calibration | None:
         """The calibration every decoded topic shares (one file); None when none or several."""
         shared = {id(calibration): calibration for calibration in self.calibrations.values()}
         return next(iter(shared.values())) if len(shared) == 1 else None
@@ -283,24 +352,28 @@ class PacketStream:
         there would.
 
         Raises:
-            BagError: a message that is not a ``VelodyneScan`` (every one is checked, also when
-                only published).
+            BagError: a message that is not a ``VelodyneScan`` (``PandarScan``; every one is
+                checked, also when only published).
         """
         refused = 0
+        msgtype = self.msgtype
         decoders = {
-            topic: SweepDecoder(self.calibrations[topic], decoding.settings)
+            topic: (hesai.SweepDecoder if decoding.is_hesai else SweepDecoder)(
+                self.calibrations[topic], decoding.settings
+            )
             for topic, decoding in self.decodings.items()
         }
+        parse = hesai.scan_from_cdr if msgtype == PANDAR_SCAN else scan_from_cdr
         with BagFiles(self.path) as bag:
             for part, connection, timestamp, raw in bag.raw_messages(
                 self.topics, start_ns, stop_ns
             ):
                 try:
-                    cdr = scan_cdr(part.is_ros1, raw)
-                    scan = scan_from_cdr(cdr, connection.topic)
-                except Exception as error:  # VelodyneCdrError; rosbags' on damaged ROS 1 bytes
+                    cdr = scan_cdr(part.is_ros1, raw, msgtype)
+                    scan = parse(cdr, connection.topic)
+                except Exception as error:  # the CDR parsers'; rosbags' on damaged ROS 1 bytes
                     raise BagError(
-                        f"corrupt {VELODYNE_SCAN} message on {connection.topic} in {self.path}: "
+                        f"corrupt {msgtype} message on {connection.topic} in {self.path}: "
                         f"{one_line(error)}"
                     ) from None
                 if self.raw:
@@ -308,16 +381,17 @@ class PacketStream:
                 decoder = decoders.get(scan.topic)
                 if decoder is not None:
                     try:
-                        sweeps = decoder.feed(scan.packets, scan.packet_seconds)
-                    except PacketsRefusedError as error:  # the budget, another model's packets
-                        refused += 1
+                        timing = scan.sizes if msgtype == PANDAR_SCAN else scan.packet_seconds
+                        sweeps = decoder.feed(scan.packets, timing)
+                    except (PacketsRefusedError, hesai.PacketsRefusedError) as error:
+                        refused += 1  # the budget, another model's packets
                         if refused <= REFUSALS_NOTED:
                             self.note(
-                                f"note: {VELODYNE_SCAN} message on {scan.topic} at bag time "
+                                f"note: {msgtype} message on {scan.topic} at bag time "
                                 f"{timestamp} ns not decoded ({error.kind}): {one_line(error)}"
                             )
                         continue
                     for sweep in sweeps:
                         yield SweepMessage(scan.topic, timestamp, sweep_message(sweep), sweep)
         if refused > REFUSALS_NOTED:
-            self.note(f"note: {refused} {VELODYNE_SCAN} messages not decoded in this pass")
+            self.note(f"note: {refused} {msgtype} messages not decoded in this pass")

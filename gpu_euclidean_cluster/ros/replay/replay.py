@@ -179,7 +179,10 @@ def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
         "a note)",
     )
     group.add_argument(
-        "--sensor-model", metavar=MODEL_CHOICES, help="the sensor (nebula's sensor_model)"
+        "--sensor-model",
+        metavar=MODEL_CHOICES,
+        help="the sensor (nebula's sensor_model); a Hesai model (PandarXT32, ...) decodes "
+        "pandar_msgs/msg/PandarScan topics (docs/hesai.md)",
     )
     group.add_argument(
         "--sensor-params",
@@ -193,7 +196,8 @@ def _add_velodyne_arguments(parser: argparse.ArgumentParser) -> None:
         "--calibration",
         type=Path,
         metavar="FILE",
-        help="nebula calibration YAML (default: the model's file shipped in config/velodyne)",
+        help="nebula calibration YAML, a Hesai model's CSV or .dat (default: the model's file "
+        "shipped in config/velodyne or config/hesai)",
     )
     group.add_argument("--return-mode", metavar=RETURN_MODE_CHOICES, help="default Dual")
     group.add_argument(
