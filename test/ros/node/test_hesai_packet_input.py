@@ -11,7 +11,6 @@ Needs ``pandar_msgs``: built from ``../shared/msgs`` (skips with the reason with
 from __future__ import annotations
 
 import sys
-import time
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -38,11 +37,11 @@ from .test_packet_input import (  # noqa: E402
     LABELED,
     MSGS_VARIABLES,
     NAMESPACE,
-    TIMEOUT_S,
     LabeledRecorder,
     assert_every_sweep_accounted,
     assert_labelled_sweeps,
     msgs_env,  # noqa: F401 (the fixture)
+    wait_for_output_matched,
     wait_for_sweeps,
 )
 
@@ -75,17 +74,6 @@ def expected_sweeps(bag: Path) -> dict[int, np.ndarray]:
         for scan in hesai.read_pandar_scans(bag)
         for sweep in decoder.feed(scan.packets, scan.sizes)
     }
-
-
-def wait_for_output_matched(recorder: LabeledRecorder) -> None:
-    """Until the recorder sees the node's labelled output and receives its /diagnostics (the
-    node has then discovered the recorder's subscriptions), or TIMEOUT_S: the node publishes
-    only while a subscriber is matched, and replay plays the bag once."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline and not (
-        recorder.node.count_publishers(LABELED) and recorder.diagnostics
-    ):
-        time.sleep(0.2)
 
 
 def test_a_hesai_model_gives_the_hesai_decoder_with_the_node_parameters():

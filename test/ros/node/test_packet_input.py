@@ -110,6 +110,18 @@ def wait_for_sweeps(recorder: LabeledRecorder, expected: dict[int, np.ndarray]) 
         time.sleep(0.2)
 
 
+def wait_for_output_matched(recorder: LabeledRecorder, topic: str = LABELED) -> None:
+    """Until the recorder sees the node's labelled output and receives its /diagnostics (the
+    node has then discovered the recorder's subscriptions), or TIMEOUT_S: the node publishes
+    only while a subscriber is matched, so a sweep clustered before that is published to no one
+    (neither published nor dropped)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline and not (
+        recorder.node.count_publishers(topic) and recorder.diagnostics
+    ):
+        time.sleep(0.2)
+
+
 def received(recorder: LabeledRecorder) -> int:
     """The sweeps the latest /diagnostics report counts as received (``frames_received``)."""
     reports = list(recorder.diagnostics)
@@ -238,6 +250,7 @@ def run_packets_into_node(
         )
         recorder = LabeledRecorder(domain)
         try:
+            wait_for_output_matched(recorder)
             publisher = Background(
                 [str(BIN / "python"), "-m", "test._packet_publisher", str(packet_bag),
                  PACKETS_TOPIC, "0.5", *([model] if hostile else []),
